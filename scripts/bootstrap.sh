@@ -1,0 +1,40 @@
+# Shared set-up for scripts/test and scripts/up: sourced, not run.
+# Creates .venv, installs memq (editable) with pinned dependencies when pyproject.toml
+# changed, and makes sure a redis-server binary is on the PATH.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PY="${MEMQ_PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      PY="$cand"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "memq: needs Python >= 3.11 on the PATH (or set MEMQ_PYTHON)" >&2; exit 1; }
+
+extras="${MEMQ_EXTRAS:-dev}"
+stamp=".venv/.memq-installed"
+want="$( (cat pyproject.toml; echo "extras=$extras") | sha256sum | cut -c1-16)"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "memq: installing dependencies into .venv (first run or pyproject.toml changed)" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+  echo "$want" > "$stamp"
+fi
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "memq: installing Debian's redis-server" >&2
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null
+  else
+    echo "memq: redis-server is not on the PATH; install it (apt-get install redis-server) or set MEMQ_REDIS_URL" >&2
+  fi
+fi
+export PATH="$ROOT/.venv/bin:$PATH"

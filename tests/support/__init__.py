@@ -1,0 +1,1 @@
+"""Shared test support: real servers on loopback, fakes for services we cannot reach."""

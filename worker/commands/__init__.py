@@ -1,0 +1,1 @@
+"""The `memq` subcommands, one module per command group; `worker.cli` assembles them."""

@@ -1,0 +1,89 @@
+"""Every Redis key, channel and job id memq uses, built from the tenant prefix."""
+
+from __future__ import annotations
+
+CONSUMER_GROUP = "memq-workers"
+
+
+class Keys:
+    """Names under one prefix (one tenant): `Keys("memq").events("s1") == "memq:events:s1"`."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def events(self, session: str) -> str:
+        """The per-session stream of published events."""
+        return f"{self.prefix}:events:{session}"
+
+    def session_from_events(self, key: str) -> str:
+        """The session id of an events stream key."""
+        return key.removeprefix(f"{self.prefix}:events:")
+
+    @property
+    def sessions(self) -> str:
+        """Set of session ids that have an events stream."""
+        return f"{self.prefix}:sessions"
+
+    def seen(self, event_id: str) -> str:
+        """Idempotency marker of one published event id."""
+        return f"{self.prefix}:seen:{event_id}"
+
+    def scheduled(self, session: str) -> str:
+        """Holds the job id of the one job scheduled or running for a session."""
+        return f"{self.prefix}:scheduled:{session}"
+
+    def lease(self, session: str) -> str:
+        """The per-session lease (value: fencing token) of the job driving it."""
+        return f"{self.prefix}:lease:{session}"
+
+    def fence(self, session: str) -> str:
+        """Counter that hands out increasing fencing tokens for a session."""
+        return f"{self.prefix}:fence:{session}"
+
+    def job_sequence(self, session: str) -> str:
+        """Counter that makes each scheduled job id of a session unique."""
+        return f"{self.prefix}:jobseq:{session}"
+
+    def observer(self, session: str) -> str:
+        """The observer conversation state of a session."""
+        return f"{self.prefix}:observer:{session}"
+
+    def pause(self, provider: str) -> str:
+        """Fleet-wide quota pause of a provider (`anthropic` or `openai`), with a TTL."""
+        return f"{self.prefix}:pause:{provider}"
+
+    @property
+    def feed(self) -> str:
+        """Capped stream of stored observations and summaries."""
+        return f"{self.prefix}:feed"
+
+    @property
+    def observations(self) -> str:
+        """Pub/sub channel announcing each stored row."""
+        return f"{self.prefix}:observations"
+
+    @property
+    def dead(self) -> str:
+        """Dead-letter stream."""
+        return f"{self.prefix}:dead"
+
+    @property
+    def outcomes(self) -> str:
+        """Hash of fleet-wide outcome counters."""
+        return f"{self.prefix}:stats:outcomes"
+
+    @property
+    def tokens(self) -> str:
+        """Hash of fleet-wide token counters (input, cached_input, output)."""
+        return f"{self.prefix}:stats:tokens"
+
+    @property
+    def queue(self) -> str:
+        """arq's queue name for this tenant."""
+        return f"{self.prefix}:queue"
+
+    def job_id(self, session: str, sequence: int) -> str:
+        """arq job id of one scheduled run for a session (arq's own keys are global)."""
+        return f"{self.prefix}:observe:{session}:{sequence}"

@@ -1,0 +1,167 @@
+"""Settings: read once from a TOML file and MEMQ_* environment variables, then passed down."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from worker.errors import ConfigError
+
+PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
+
+# Read by scripts/bootstrap.sh, not by memq itself.
+_LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS"})
+# The SDKs' own variables, honoured as they are (DESIGN, Configuration).
+_SDK_VARIABLES = {
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "ANTHROPIC_BASE_URL": "anthropic_base_url",
+    "OPENAI_API_KEY": "openai_api_key",
+    "OPENAI_BASE_URL": "openai_base_url",
+}
+
+
+class Secret:
+    """A string that never shows itself in a repr, a log line or a traceback."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The secret value, for the one place that needs it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Every setting memq reads; field names are the MEMQ_* variables lowercased."""
+
+    redis_url: str | None = None
+    prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "memq"
+    data_dir: str = "~/.local/share/memq"
+    database_url: str | None = None
+    chroma: str = "on"
+    observer: Literal["anthropic", "openai"] | None = None
+    model: str | None = None
+    mode: str = "code"
+    modes_dir: str | None = None
+    project: str | None = None
+    log_format: Literal["console", "json"] = "console"
+    # ingest
+    max_event_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 1024 * 1024
+    max_pending_per_session: PositiveInt = 10_000
+    field_budget_chars: Annotated[int, msgspec.Meta(ge=1000)] = 16_000
+    dedupe_window_s: PositiveInt = 7 * 24 * 3600
+    spool_max_bytes: PositiveInt = 64 * 1024 * 1024
+    hook_redis_timeout_ms: PositiveInt = 300
+    # worker
+    concurrency: PositiveInt = 8
+    batch_max_events: PositiveInt = 8
+    batch_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 60_000
+    batch_wait_ms: Annotated[int, msgspec.Meta(ge=0)] = 500
+    job_timeout_s: PositiveFloat = 90.0
+    quota_pause_s: PositiveFloat = 300.0
+    max_attempts: PositiveInt = 5
+    retry_base_s: PositiveFloat = 2.0
+    retry_max_s: PositiveFloat = 120.0
+    history_turns: Annotated[int, msgspec.Meta(ge=0)] = 4
+    history_chars: Annotated[int, msgspec.Meta(ge=0)] = 40_000
+    max_tokens: PositiveInt = 4096
+    temperature: NonNegativeFloat = 0.2
+    observer_timeout_s: PositiveFloat = 60.0
+    feed_maxlen: PositiveInt = 10_000
+    # the SDKs' own variables (not MEMQ_*)
+    anthropic_api_key: Secret | None = None
+    anthropic_base_url: str | None = None
+    openai_api_key: Secret | None = None
+    openai_base_url: str | None = None
+
+    @property
+    def data_path(self) -> Path:
+        """The data directory with `~` expanded."""
+        return Path(self.data_dir).expanduser()
+
+    @property
+    def observer_provider(self) -> Literal["anthropic", "openai"] | None:
+        """The configured provider, or the one the SDK variables imply, or None."""
+        if self.observer is not None:
+            return self.observer
+        if self.anthropic_api_key is not None:
+            return "anthropic"
+        if self.openai_base_url is not None or self.openai_api_key is not None:
+            return "openai"
+        return None
+
+
+def settings_variables() -> dict[str, str]:
+    """Map each settings field to the environment variable that sets it."""
+    sdk = {field: var for var, field in _SDK_VARIABLES.items()}
+    return {f: sdk.get(f, f"MEMQ_{f.upper()}") for f in Settings.__struct_fields__}
+
+
+def load_settings(
+    environ: Mapping[str, str], file_values: Mapping[str, Any] | None = None
+) -> Settings:
+    """Merge settings-file values with the environment (which wins) into one Settings."""
+    env: dict[str, Any] = {}
+    unknown: list[str] = []
+    known = set(Settings.__struct_fields__)
+    for name, value in environ.items():
+        if name in _SDK_VARIABLES:
+            if value:
+                env[_SDK_VARIABLES[name]] = value
+        elif name.startswith("MEMQ_") and name not in _LAUNCHER_VARIABLES:
+            field = name.removeprefix("MEMQ_").lower()
+            if field in known:
+                env[field] = value
+            elif field != "config":
+                unknown.append(name)
+    if "mode" not in env and environ.get("CLAUDE_MEM_MODE"):
+        env["mode"] = environ["CLAUDE_MEM_MODE"]  # the original's variable, honoured
+    if unknown:
+        raise ConfigError(f"unknown setting {', '.join(sorted(unknown))}: see the README table")
+    merged = {**(file_values or {}), **env}
+    try:
+        return msgspec.convert(merged, Settings, strict=False, dec_hook=_decode_secret)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"invalid setting: {_name_variable(str(e))}") from e
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """Read a TOML settings file; keys are settings field names (lowercase)."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as e:
+        raise ConfigError(f"settings file {path} does not exist") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"settings file {path} is not valid TOML: {e}") from e
+
+
+def _decode_secret(kind: type, value: Any) -> Any:
+    if kind is Secret and isinstance(value, str):
+        return Secret(value)
+    raise NotImplementedError
+
+
+def _name_variable(message: str) -> str:
+    # msgspec says "... - at `$.max_pending_per_session`"; users set MEMQ_MAX_PENDING_PER_SESSION.
+    variables = settings_variables()
+    for field, var in variables.items():
+        message = message.replace(f"`$.{field}`", f"{var} ({field})")
+    return message
