@@ -84,6 +84,10 @@ class Keys:
         """arq's queue name for this tenant."""
         return f"{self.prefix}:queue"
 
+    def job_id_prefix(self, session: str) -> str:
+        """Start of every arq job id of a session (arq's own keys are global, so prefixed)."""
+        return f"{self.prefix}:observe:{session}:"
+
     def job_id(self, session: str, sequence: int) -> str:
-        """arq job id of one scheduled run for a session (arq's own keys are global)."""
-        return f"{self.prefix}:observe:{session}:{sequence}"
+        """arq job id of one scheduled run for a session."""
+        return f"{self.job_id_prefix(session)}{sequence}"
