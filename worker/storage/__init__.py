@@ -1,0 +1,1 @@
+"""Storage backends behind one Store protocol; storage is the truth, the rest is derived."""
