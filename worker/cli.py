@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from worker.commands import modes, prompt
+
 app = typer.Typer(
     name="memq",
     help="Turn AI coding agents' tool calls into structured, searchable memories.",
@@ -13,6 +15,8 @@ app = typer.Typer(
 )
 
 # Each command module adds its commands with register(app); keep one line per module.
+prompt.register(app)
+modes.register(app)
 
 
 def main() -> None:

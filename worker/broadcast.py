@@ -1,0 +1,52 @@
+"""Announce stored rows after commit: PUBLISH on the channel, XADD to the capped feed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+from redis.asyncio import Redis
+
+from worker.keys import Keys
+from worker.storage.protocol import Store
+from worker.storage.records import StoredRow
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def payload(row: StoredRow) -> bytes:
+    """The JSON payload of one stored row, the same on pub/sub and in the feed."""
+    return _ENCODER.encode(row)
+
+
+class Broadcaster:
+    """Announces each stored row exactly once per success, then marks it announced."""
+
+    def __init__(self, redis: Redis, keys: Keys, store: Store, feed_maxlen: int) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.store = store
+        self.feed_maxlen = feed_maxlen
+
+    async def announce(self, rows: Sequence[StoredRow]) -> None:
+        """Publish and append rows (in order), then record them as announced."""
+        if not rows:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for row in rows:
+            data = payload(row)
+            pipe.xadd(
+                self.keys.feed,
+                {"payload": data, "kind": row.kind, "id": str(row.id)},
+                maxlen=self.feed_maxlen,
+                approximate=True,
+            )
+            pipe.publish(self.keys.observations, data)
+        await pipe.execute()
+        await self.store.mark_announced(rows)
+
+    async def announce_backlog(self, limit: int = 500) -> int:
+        """Announce rows a crash left unannounced; returns how many."""
+        rows = await self.store.unannounced(limit)
+        await self.announce(rows)
+        return len(rows)

@@ -1,0 +1,49 @@
+"""Fleet-wide outcome and token counters in Redis, read back by `memq stats`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import cast
+
+from redis.asyncio import Redis
+
+from worker.keys import Keys
+from worker.outcomes import COUNTED
+
+
+class Counters:
+    """HINCRBY-backed counters shared by every worker of a tenant."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+
+    async def count(self, outcome: str, n: int = 1, category: str | None = None) -> None:
+        """Add n to an outcome (and to `outcome:category` when a category is given)."""
+        if n <= 0:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hincrby(self.keys.outcomes, outcome, n)
+        if category:
+            pipe.hincrby(self.keys.outcomes, f"{outcome}:{category}", n)
+        await pipe.execute()
+
+    async def add_tokens(self, input_tokens: int, cached_input_tokens: int, output: int) -> None:
+        """Add one call's token usage."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hincrby(self.keys.tokens, "input", input_tokens)
+        pipe.hincrby(self.keys.tokens, "cached_input", cached_input_tokens)
+        pipe.hincrby(self.keys.tokens, "output", output)
+        await pipe.execute()
+
+    async def outcomes(self) -> dict[str, int]:
+        """Every counted outcome (zeros included) plus the per-category counts."""
+        raw = await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.outcomes))
+        got = {k.decode(): int(v) for k, v in raw.items()}
+        return {**dict.fromkeys(COUNTED, 0), **got}
+
+    async def tokens(self) -> dict[str, int]:
+        """Token totals: input, cached_input, output."""
+        raw = await cast(Awaitable[dict[bytes, bytes]], self.redis.hgetall(self.keys.tokens))
+        got = {k.decode(): int(v) for k, v in raw.items()}
+        return {"input": 0, "cached_input": 0, "output": 0, **got}

@@ -1,0 +1,136 @@
+"""The Anthropic Messages API observer: one request per turn, SDK errors mapped to ours."""
+
+from __future__ import annotations
+
+import time
+
+import anthropic
+from anthropic.types import MessageParam, TextBlock, TextBlockParam
+
+from worker.observers.errors import (
+    ObserverError,
+    ObserverPermanentError,
+    ObserverTransientError,
+    classify_status,
+)
+from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
+
+PROVIDER = "anthropic"
+_KEY_VARIABLE = "ANTHROPIC_API_KEY"
+
+
+class AnthropicObserver:
+    """An Observer on Anthropic's Messages API; the SDK never retries (the job does)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        max_tokens: int,
+        temperature: float,
+        timeout_s: float,
+    ) -> None:
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+        )
+        self._model = model
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._timeout_s = timeout_s
+
+    @property
+    def provider(self) -> str:
+        """Always "anthropic"."""
+        return PROVIDER
+
+    @property
+    def model(self) -> str:
+        """The model every call asks for."""
+        return self._model
+
+    async def complete(self, request: ObserverRequest) -> ObserverReply:
+        """Send the system prompt (cached), the history and this turn; return the reply text."""
+        started = time.perf_counter()
+        try:
+            message = await self._client.messages.create(
+                model=self._model,
+                max_tokens=self._max_tokens,
+                temperature=self._temperature,
+                system=[_text_block(request.system, cache=True)],
+                messages=_messages(request),
+            )
+        except anthropic.APIError as e:
+            raise _map_error(e, self._client.base_url, self._timeout_s) from e
+        latency_ms = (time.perf_counter() - started) * 1000
+        text = "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+        u = message.usage
+        cache_read = u.cache_read_input_tokens or 0
+        cache_write = u.cache_creation_input_tokens or 0
+        usage = Usage(
+            input_tokens=u.input_tokens + cache_write + cache_read,
+            cached_input_tokens=cache_read,
+            output_tokens=u.output_tokens,
+        )
+        return ObserverReply(
+            text=text,
+            usage=usage,
+            model=message.model or self._model,
+            provider=PROVIDER,
+            latency_ms=latency_ms,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's HTTP client."""
+        await self._client.close()
+
+
+def _messages(request: ObserverRequest) -> list[MessageParam]:
+    # The API rejects empty text blocks, so a turn with a blank side (an empty "skip" reply)
+    # is left out whole; that also keeps the roles alternating.
+    turns = [t for t in request.history if t.user.strip() and t.assistant.strip()]
+    messages: list[MessageParam] = []
+    for i, turn in enumerate(turns):
+        # A cache breakpoint after the newest earlier reply lets the next call reuse the
+        # whole stable prefix (system prompt plus history), not just the system prompt.
+        last = i == len(turns) - 1
+        messages.append({"role": "user", "content": turn.user})
+        messages.append({"role": "assistant", "content": [_text_block(turn.assistant, last)]})
+    messages.append({"role": "user", "content": request.user})
+    return messages
+
+
+def _text_block(text: str, cache: bool) -> TextBlockParam:
+    if cache:
+        return {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
+    return {"type": "text", "text": text}
+
+
+def _map_error(e: anthropic.APIError, base_url: object, timeout_s: float) -> ObserverError:
+    if isinstance(e, anthropic.APITimeoutError):
+        return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
+    if isinstance(e, anthropic.APIConnectionError):
+        cause = e.__cause__ or e
+        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {cause}")
+    if isinstance(e, anthropic.APIStatusError):
+        return classify_status(
+            PROVIDER,
+            e.status_code,
+            e.api_message or _body_text(e.body) or e.message,
+            headers=e.response.headers,
+            error_type=e.type,
+            error_code=e.error_code,
+            key_variable=_KEY_VARIABLE,
+        )
+    if isinstance(e, anthropic.APIResponseValidationError):
+        # A 2xx whose body is not a Message: whatever answered is not the Messages API.
+        status = e.status_code
+        return ObserverPermanentError(
+            f"{PROVIDER} observer: HTTP {status} reply from {base_url} is not a Messages response"
+        )
+    return ObserverTransientError(f"{PROVIDER} observer: {e.message}")
+
+
+def _body_text(body: object) -> str:
+    return body if isinstance(body, str) else ""

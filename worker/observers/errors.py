@@ -1,0 +1,159 @@
+"""The observer error taxonomy and the HTTP-status/header classification both adapters share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+from worker.errors import WorkerError
+
+# Quota and billing wording seen in Anthropic, OpenAI and OpenAI-compatible gateways' bodies;
+# a plain per-minute rate limit says none of these.
+_QUOTA_WORDS = re.compile(
+    r"insufficient[_ ]quota|quota[_ ](?:exceeded|exhausted)|exceeded (?:your |the )?"
+    r"(?:current )?quota|billing|usage limit|credit balance|insufficient[_ ](?:credits|funds)"
+    r"|spend(?:ing)? limit|payment required",
+    re.IGNORECASE,
+)
+_QUOTA_STATUSES = frozenset({400, 403, 429})
+_QUOTA_CODES = frozenset(
+    {"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"}
+)
+_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
+_TRANSIENT_4XX = frozenset({408, 409, 429})
+_RESET_HEADER = re.compile(r"^(anthropic-ratelimit-[a-z-]+|x-ratelimit)-reset(-[a-z-]+)?$")
+# OpenAI's x-ratelimit-reset-* values are Go durations such as "6m0s", "1s" or "20ms".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
+_DURATION_UNITS_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_MAX_MESSAGE_CHARS = 300
+
+
+class ObserverError(WorkerError):
+    """Base class of every error an observer provider raises."""
+
+
+class ObserverTransientError(ObserverError):
+    """A failure worth retrying later: timeout, connection error, rate limit, 408/409/5xx."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ObserverQuotaError(ObserverError):
+    """The account is out of quota or credit: pause the provider until the reset."""
+
+    def __init__(self, message: str, reset_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.reset_after_s = reset_after_s
+
+
+class ObserverAuthError(ObserverError):
+    """The API key is missing, invalid or lacks permission."""
+
+
+class ObserverPermanentError(ObserverError):
+    """The request itself is wrong (bad request, unknown model): retrying cannot help."""
+
+
+def classify_status(
+    provider: str,
+    status: int,
+    api_message: str,
+    *,
+    headers: Mapping[str, str],
+    error_type: str | None = None,
+    error_code: str | None = None,
+    key_variable: str,
+    now: datetime | None = None,
+) -> ObserverError:
+    """Map an HTTP error reply to the observer error it stands for."""
+    kind = " ".join(part for part in (error_type, error_code) if part)
+    detail = _one_line(f"{kind}: {api_message}" if kind else api_message) or "no message"
+    message = f"{provider} observer: HTTP {status} {detail}"
+    codes = {(error_type or "").lower(), (error_code or "").lower()}
+    if status == 402 or codes & _QUOTA_CODES:
+        return ObserverQuotaError(message, reset_after_s(headers, now=now))
+    if status == 401:
+        return ObserverAuthError(f"{message} (check {key_variable})")
+    # A coded rate limit stays transient even when its prose mentions billing (OpenAI's does).
+    rate_limited = status == 429 and bool(codes & _RATE_LIMIT_CODES)
+    if not rate_limited and status in _QUOTA_STATUSES and _QUOTA_WORDS.search(api_message):
+        return ObserverQuotaError(message, reset_after_s(headers, now=now))
+    if status == 403:
+        return ObserverAuthError(f"{message} (check {key_variable})")
+    if status in _TRANSIENT_4XX or status >= 500:
+        return ObserverTransientError(message, retry_after_s(headers, now=now))
+    return ObserverPermanentError(message)
+
+
+def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds the server asks us to wait (`retry-after-ms`, then `retry-after`), or None."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if (ms := _parse_float(lowered.get("retry-after-ms"))) is not None:
+        return ms / 1000
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    if (seconds := _parse_float(value)) is not None:
+        return seconds
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return _seconds_until(moment, now)
+
+
+def reset_after_s(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds until an exhausted limit resets, from retry-after or rate-limit reset headers."""
+    if (wait := retry_after_s(headers, now=now)) is not None:
+        return wait
+    lowered = {k.lower(): v for k, v in headers.items()}
+    resets: list[tuple[bool, float]] = []
+    for name, value in lowered.items():
+        if (match := _RESET_HEADER.match(name)) is None:
+            continue
+        seconds = _parse_reset(value, now)
+        if seconds is not None:
+            remaining = lowered.get(f"{match[1]}-remaining{match[2] or ''}")
+            resets.append((remaining is not None and remaining.strip() == "0", seconds))
+    # The exhausted limits decide; with no `remaining` to tell, the latest reset is the safe one.
+    exhausted = [s for spent, s in resets if spent] or [s for _, s in resets]
+    return max(exhausted) if exhausted else None
+
+
+def _parse_reset(value: str, now: datetime | None) -> float | None:
+    value = value.strip()
+    if (seconds := _parse_float(value)) is not None:
+        return seconds
+    if _DURATION.fullmatch(value):
+        return sum(float(n) * _DURATION_UNITS_S[u] for n, u in _DURATION_PART.findall(value))
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return _seconds_until(moment, now)
+
+
+def _seconds_until(moment: datetime, now: datetime | None) -> float:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - (now or datetime.now(UTC))).total_seconds())
+
+
+def _parse_float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value.strip())
+    except ValueError:
+        return None
+    return number if number >= 0 and number != float("inf") else None
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= _MAX_MESSAGE_CHARS else line[: _MAX_MESSAGE_CHARS - 1] + "…"

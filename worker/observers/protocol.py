@@ -1,0 +1,58 @@
+"""The Observer protocol every provider adapter implements, and its request/reply records."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+
+class Turn(msgspec.Struct, frozen=True, kw_only=True):
+    """One earlier exchange with the observer: the user message and the reply it got."""
+
+    user: str
+    assistant: str
+
+
+class ObserverRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one observer call sends: system prompt, bounded history, this turn's message."""
+
+    system: str  # the init or continuation prompt: stable across turns, so providers cache it
+    history: list[Turn]  # earlier turns, oldest first, already bounded by the caller
+    user: str
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """Token counts of one call; input includes the cached part."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ObserverReply(msgspec.Struct, frozen=True, kw_only=True):
+    """The observer's text for one call, with what it cost and how long it took."""
+
+    text: str
+    usage: Usage
+    model: str
+    provider: str
+    latency_ms: float
+
+
+class Observer(Protocol):
+    """An LLM that reads framed tool calls and answers with XML; one adapter per provider."""
+
+    @property
+    def provider(self) -> str:
+        """The provider id: "anthropic" or "openai"."""
+
+    @property
+    def model(self) -> str:
+        """The model every call asks for."""
+
+    async def complete(self, request: ObserverRequest) -> ObserverReply:
+        """Send one turn; raises an ObserverError subclass on any failure."""
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""

@@ -1,0 +1,68 @@
+"""Job outcomes (DESIGN's table) and the pure rules that pick one."""
+
+from __future__ import annotations
+
+import enum
+import random
+
+import msgspec
+
+
+class Outcome(enum.StrEnum):
+    """What happened to one turn's stream entries."""
+
+    STORED = "stored"
+    SKIPPED = "skipped"
+    PAUSED = "paused"
+    DROPPED = "dropped"
+    RETRY = "retry"
+    DEAD = "dead"
+    RECORDED = "recorded"
+    """Bookkeeping only (a prompt or an end with no tool calls): nothing for the observer."""
+
+
+COUNTED = ("stored", "deduplicated", "skipped", "paused", "dropped", "retry", "dead")
+
+
+class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One turn's outcome; `stop` means the job must stop and come back after `defer_s`."""
+
+    outcome: Outcome
+    category: str | None = None
+    stored: int = 0
+    deduplicated: int = 0
+    reason: str | None = None
+    defer_s: float = 0.0
+
+    @property
+    def stop(self) -> bool:
+        """Paused and retried turns keep their entries unacked: the job stops here."""
+        return self.outcome in (Outcome.PAUSED, Outcome.RETRY)
+
+    @property
+    def label(self) -> str:
+        """`dropped:prose`, `stored`, … as logs and metrics show it."""
+        return f"{self.outcome}:{self.category}" if self.category else str(self.outcome)
+
+
+def dropped_category(classification: str, parse_reason: str | None) -> str:
+    """The category of a reply that is neither stored, skipped nor paused."""
+    if classification == "xml":
+        return "malformed_xml" if parse_reason is None else f"xml_{parse_reason}"
+    return classification
+
+
+def backoff_s(
+    attempt: int,
+    *,
+    base_s: float,
+    max_s: float,
+    retry_after_s: float | None = None,
+    rng: random.Random | None = None,
+) -> float:
+    """Capped exponential backoff with jitter; a server's retry-after wins when longer."""
+    rand = (rng or random).random()
+    computed = min(max_s, base_s * (2 ** max(0, attempt - 1))) * (0.5 + 0.5 * rand)
+    if retry_after_s is not None:
+        return min(max_s, max(computed, retry_after_s))
+    return computed

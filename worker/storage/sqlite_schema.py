@@ -1,0 +1,174 @@
+"""The SQLite schema as an ordered list of migrations, applied in one transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+
+from worker.storage.protocol import StoreError
+
+# Each step is a tuple of single statements: sqlite3's executescript() would COMMIT the
+# surrounding transaction, so steps are executed statement by statement instead.
+# Append new steps; never edit a released one. PRAGMA user_version = number of steps applied.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE sessions (
+            memory_session_id TEXT PRIMARY KEY,
+            project TEXT NOT NULL,
+            fence INTEGER NOT NULL DEFAULT 0,
+            started_at TEXT NOT NULL,
+            last_activity_at TEXT NOT NULL,
+            ended_at TEXT,
+            prompt_counter INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX sessions_activity ON sessions (last_activity_at DESC)",
+        "CREATE INDEX sessions_project_activity ON sessions (project, last_activity_at DESC)",
+        """CREATE TABLE user_prompts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL,
+            prompt_number INTEGER NOT NULL,
+            prompt_text TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            event_id TEXT NOT NULL,
+            UNIQUE (memory_session_id, event_id)
+        )""",
+        """CREATE TABLE observations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL,
+            type TEXT NOT NULL,
+            title TEXT,
+            subtitle TEXT,
+            facts TEXT NOT NULL DEFAULT '[]',
+            narrative TEXT,
+            concepts TEXT NOT NULL DEFAULT '[]',
+            files_read TEXT NOT NULL DEFAULT '[]',
+            files_modified TEXT NOT NULL DEFAULT '[]',
+            prompt_number INTEGER,
+            content_hash TEXT NOT NULL,
+            model TEXT,
+            type_fallback INTEGER NOT NULL DEFAULT 0,
+            source_event_ids TEXT NOT NULL DEFAULT '[]',
+            created_at TEXT NOT NULL,
+            created_at_epoch_ms INTEGER NOT NULL,
+            announced_at TEXT,
+            UNIQUE (memory_session_id, content_hash)
+        )""",
+        # The UNIQUE index above also serves lookups by session alone.
+        "CREATE INDEX observations_created ON observations (created_at_epoch_ms DESC)",
+        """CREATE INDEX observations_session_created
+            ON observations (memory_session_id, created_at_epoch_ms DESC)""",
+        """CREATE INDEX observations_project_created
+            ON observations (project, created_at_epoch_ms DESC)""",
+        """CREATE INDEX observations_unannounced
+            ON observations (created_at_epoch_ms) WHERE announced_at IS NULL""",
+        """CREATE TABLE summaries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL,
+            request TEXT,
+            investigated TEXT,
+            learned TEXT,
+            completed TEXT,
+            next_steps TEXT,
+            notes TEXT,
+            prompt_number INTEGER,
+            model TEXT,
+            created_at TEXT NOT NULL,
+            created_at_epoch_ms INTEGER NOT NULL,
+            announced_at TEXT
+        )""",
+        "CREATE INDEX summaries_created ON summaries (created_at_epoch_ms DESC)",
+        """CREATE INDEX summaries_session_created
+            ON summaries (memory_session_id, created_at_epoch_ms DESC)""",
+        "CREATE INDEX summaries_project_created ON summaries (project, created_at_epoch_ms DESC)",
+        """CREATE INDEX summaries_unannounced
+            ON summaries (created_at_epoch_ms) WHERE announced_at IS NULL""",
+        # FTS5: a later migration adds observations_fts/summaries_fts (external content)
+        # with their sync triggers here, for `memq search`.
+        """CREATE TABLE processed_events (
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            event_id TEXT NOT NULL,
+            processed_at TEXT NOT NULL,
+            PRIMARY KEY (memory_session_id, event_id)
+        ) WITHOUT ROWID""",
+        """CREATE TABLE dropped_outputs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL,
+            category TEXT NOT NULL,
+            raw TEXT NOT NULL,
+            event_ids TEXT NOT NULL DEFAULT '[]',
+            created_at TEXT NOT NULL,
+            reason TEXT,
+            turn_kind TEXT NOT NULL,
+            replayed_at TEXT
+        )""",
+        "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at DESC)",
+        "CREATE INDEX dropped_outputs_session ON dropped_outputs (memory_session_id)",
+        """CREATE TABLE token_usage (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            cached_input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            created_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX token_usage_session ON token_usage (memory_session_id)",
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+async def schema_version(conn: aiosqlite.Connection) -> int:
+    """The schema version recorded in the database file (0 for a new file)."""
+    rows = list(await conn.execute_fetchall("PRAGMA user_version"))
+    return int(rows[0][0])
+
+
+async def migrate_schema(conn: aiosqlite.Connection, path: Path) -> None:
+    """Apply the missing migrations in one IMMEDIATE transaction; a no-op when current."""
+    if _check_version(await schema_version(conn), path) == SCHEMA_VERSION:
+        return
+    try:
+        await conn.execute("BEGIN IMMEDIATE")
+        # Another process may have migrated while this one waited for the write lock.
+        current = _check_version(await schema_version(conn), path)
+        for step in MIGRATIONS[current:]:
+            for statement in step:
+                await conn.execute(statement)
+        await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        await conn.execute("COMMIT")
+    except BaseException:
+        await rollback(conn)
+        raise
+
+
+async def rollback(conn: aiosqlite.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already ended it."""
+    try:
+        await conn.execute("ROLLBACK")
+    except sqlite3.OperationalError:
+        pass  # BEGIN never succeeded, or SQLite rolled back by itself (e.g. disk full)
+
+
+def _check_version(version: int, path: Path) -> int:
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this memq knows"
+            f" ({SCHEMA_VERSION}): upgrade memq"
+        )
+    return version

@@ -1,0 +1,140 @@
+"""One session's event stream: consumer-group reads, reclaiming, guarded acks, dead letters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from worker.keys import CONSUMER_GROUP, Keys
+from worker.lua import LuaScript
+
+# Acks are fenced: only the current lease holder may ack (and delete) entries.
+# KEYS: lease, stream   ARGV: token, group, id...
+_ACK = LuaScript("""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local ids = {}
+for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+if #ids == 0 then return 0 end
+redis.call('XACK', KEYS[2], ARGV[2], unpack(ids))
+return redis.call('XDEL', KEYS[2], unpack(ids))
+""")
+
+# KEYS: lease, stream, dead   ARGV: token, group, session, now ms, maxlen, then (id, raw, reason)*
+_DEAD_LETTER = LuaScript("""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local n = 0
+for i = 6, #ARGV, 3 do
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'session', ARGV[3],
+             'entry_id', ARGV[i], 'event', ARGV[i + 1], 'reason', ARGV[i + 2],
+             'failed_at_ms', ARGV[4])
+  redis.call('XACK', KEYS[2], ARGV[2], ARGV[i])
+  redis.call('XDEL', KEYS[2], ARGV[i])
+  n = n + 1
+end
+return n
+""")
+
+# KEYS: lease, stream, sessions   ARGV: token, session
+_DELETE_IF_DRAINED = LuaScript("""
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('XLEN', KEYS[2]) > 0 then return 0 end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[3], ARGV[2])
+return 1
+""")
+
+DEAD_LETTER_MAXLEN = 100_000
+
+
+class FencedError(Exception):
+    """A guarded write was refused: the lease belongs to someone else now."""
+
+
+class Entry(msgspec.Struct, frozen=True):
+    """One raw stream entry: its id and the `event` field (None when the field is missing)."""
+
+    id: str
+    raw: bytes | None
+
+    @property
+    def published_ms(self) -> int:
+        """Milliseconds since the epoch when Redis added the entry (from its id)."""
+        return int(self.id.split("-", 1)[0])
+
+
+class SessionStream:
+    """Reads and acks one session's stream on behalf of the current lease holder."""
+
+    def __init__(self, redis: Redis, keys: Keys, session: str, consumer: str) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.session = session
+        self.key = keys.events(session)
+        self.consumer = consumer
+
+    async def ensure_group(self) -> None:
+        """Create the consumer group (and the stream) if missing."""
+        try:
+            await self.redis.xgroup_create(self.key, CONSUMER_GROUP, id="0", mkstream=True)
+        except ResponseError as e:
+            if "BUSYGROUP" not in str(e):
+                raise
+
+    async def read(self, count: int) -> list[Entry]:
+        """Up to `count` entries in id order: first every pending one, then new ones.
+
+        Pending entries belong to an earlier holder of this session's lease (a dead or
+        stale worker, or our own stopped turn): holding the lease, we take them over.
+        """
+        reply: Any = await self.redis.xautoclaim(
+            self.key, CONSUMER_GROUP, self.consumer, min_idle_time=0, start_id="0-0", count=count
+        )
+        entries = [_entry(i, f) for i, f in reply[1] if f is not None]
+        if len(entries) < count:
+            fresh: Any = await self.redis.xreadgroup(
+                CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count - len(entries)
+            )
+            for _stream, items in fresh or []:
+                entries.extend(_entry(i, f) for i, f in items)
+        return entries
+
+    async def ack(self, token: int, ids: Sequence[str]) -> None:
+        """Ack and delete entries; raises FencedError when the lease is no longer ours."""
+        if not ids:
+            return
+        done = await _ACK(self.redis, [self.keys.lease(self.session), self.key],
+                          [token, CONSUMER_GROUP, *ids])  # fmt: skip
+        if int(done) < 0:
+            raise FencedError(f"session {self.session}: ack refused, lease token {token} stale")
+
+    async def dead_letter(self, token: int, entries: Sequence[tuple[Entry, str]]) -> None:
+        """Move entries with their reasons to the dead-letter stream, then ack them."""
+        if not entries:
+            return
+        args: list[str | int | bytes] = [
+            token,
+            CONSUMER_GROUP,
+            self.session,
+            int(time.time() * 1000),
+            DEAD_LETTER_MAXLEN,
+        ]
+        for entry, reason in entries:
+            args += [entry.id, entry.raw or b"", reason]
+        keys = [self.keys.lease(self.session), self.key, self.keys.dead]
+        if int(await _DEAD_LETTER(self.redis, keys, args)) < 0:
+            raise FencedError(f"session {self.session}: dead-letter refused, token {token} stale")
+
+    async def delete_if_drained(self, token: int) -> bool:
+        """Delete the stream of an ended session once it holds no entry."""
+        keys = [self.keys.lease(self.session), self.key, self.keys.sessions]
+        return int(await _DELETE_IF_DRAINED(self.redis, keys, [token, self.session])) == 1
+
+
+def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
+    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return Entry(eid, fields.get(b"event"))
