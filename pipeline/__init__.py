@@ -1,8 +1,24 @@
 """The pure compression pipeline: events, modes, prompts, parser, classifier, content hash."""
 
+from pipeline.classify import (
+    OutputCategory,
+    classify_observer_output,
+    is_auth_failure_observer_output,
+    is_quota_limited_observer_output,
+    preview_output,
+    quota_reset_hint,
+)
 from pipeline.content_hash import compute_observation_content_hash
 from pipeline.errors import EventDecodeError, ModeError, ModeNotFoundError, PipelineError
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, decode_event, encode_event
+from pipeline.evidence import (
+    FileEvidence,
+    file_evidence,
+    mentioned_paths,
+    merge_model_files,
+    normalise_path,
+    patch_paths,
+)
 from pipeline.framing import escape_xml_text, render_tool_field
 from pipeline.modes import (
     Mode,
@@ -12,6 +28,19 @@ from pipeline.modes import (
     list_modes,
     load_mode,
 )
+from pipeline.parser import (
+    ParsedObservation,
+    ParsedSummary,
+    ParseResult,
+    parse_agent_xml,
+    strip_code_fences,
+)
+from pipeline.privacy import (
+    PRIVATE_TAG_NAMES,
+    is_entirely_private,
+    strip_private_tags,
+    strip_private_value,
+)
 from pipeline.prompts import (
     EmptyBatchError,
     build_continuation_prompt,
@@ -20,34 +49,61 @@ from pipeline.prompts import (
     build_summary_prompt,
     observation_skeleton,
 )
+from pipeline.redact import SECRET_KINDS, SecretMatch, find_secrets, redact_secrets, redact_value
 from pipeline.truncate import truncate_observation_field
 
 __all__ = [
+    "PRIVATE_TAG_NAMES",
+    "SECRET_KINDS",
     "EmptyBatchError",
     "End",
     "Event",
     "EventDecodeError",
+    "FileEvidence",
     "Mode",
     "ModeError",
     "ModeNotFoundError",
     "ModePrompts",
     "ObservationConcept",
     "ObservationType",
+    "OutputCategory",
+    "ParseResult",
+    "ParsedObservation",
+    "ParsedSummary",
     "PipelineError",
     "Prompt",
+    "SecretMatch",
     "Summarize",
     "ToolCall",
     "build_continuation_prompt",
     "build_init_prompt",
     "build_observation_prompt",
     "build_summary_prompt",
+    "classify_observer_output",
     "compute_observation_content_hash",
     "decode_event",
     "encode_event",
     "escape_xml_text",
+    "file_evidence",
+    "find_secrets",
+    "is_auth_failure_observer_output",
+    "is_entirely_private",
+    "is_quota_limited_observer_output",
     "list_modes",
     "load_mode",
+    "mentioned_paths",
+    "merge_model_files",
+    "normalise_path",
     "observation_skeleton",
+    "parse_agent_xml",
+    "patch_paths",
+    "preview_output",
+    "quota_reset_hint",
+    "redact_secrets",
+    "redact_value",
     "render_tool_field",
+    "strip_code_fences",
+    "strip_private_tags",
+    "strip_private_value",
     "truncate_observation_field",
 ]

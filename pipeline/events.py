@@ -68,6 +68,8 @@ def decode_event(raw: bytes | str) -> Event:
         return _DECODER.decode(raw)
     except msgspec.DecodeError as e:  # ValidationError subclasses DecodeError
         raise EventDecodeError(f"bad event: {_one_line(str(e))}") from e
+    except RecursionError as e:  # msgspec recurses on deeply nested JSON values
+        raise EventDecodeError("bad event: JSON nested too deeply") from e
 
 
 def encode_event(event: Event) -> bytes:

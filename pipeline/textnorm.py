@@ -16,6 +16,7 @@ JS_WHITESPACE_CLASS = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u
 
 _JS_WHITESPACE_RUN = re.compile(JS_WHITESPACE_CLASS + "+")
 _ENTITY = re.compile(r"&(?:(lt|gt|amp|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]{1,6}));")
+_CDATA_OR_COMMENT = re.compile(r"<!(?:\[CDATA\[|--)", re.IGNORECASE)
 _NAMED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
 
@@ -50,3 +51,23 @@ def decode_xml_entities(text: str) -> str:
     if "&" not in text:
         return text
     return _ENTITY.sub(_decode_entity, text)
+
+
+def xml_text_content(text: str, start: int, end: int) -> str:
+    """The character data of text[start:end]: CDATA unwrapped, comments dropped, entities decoded.
+
+    An unterminated CDATA section or comment runs to `end`; other markup stays as written.
+    """
+    parts: list[str] = []
+    pos = start
+    while (match := _CDATA_OR_COMMENT.search(text, pos, end)) is not None:
+        parts.append(decode_xml_entities(text[pos : match.start()]))
+        is_cdata = match.group(0) != "<!--"
+        terminator = "]]>" if is_cdata else "-->"
+        close = text.find(terminator, match.end(), end)
+        stop = end if close < 0 else close
+        if is_cdata:
+            parts.append(text[match.end() : stop])
+        pos = end if close < 0 else close + len(terminator)
+    parts.append(decode_xml_entities(text[pos:end]))
+    return "".join(parts)

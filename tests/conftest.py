@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from arq.connections import ArqRedis, RedisSettings, create_pool
 
 from tests.support.redis_server import RedisServer
+from worker.scheduling import job_deserializer, job_serializer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,3 +42,20 @@ async def _fix_redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 @pytest.fixture(name="modes_dir", scope="session")
 def _fix_modes_dir() -> Path:
     return REPO / "modes"
+
+
+# The loopback fake of the Anthropic Messages and OpenAI Chat Completions APIs.
+from tests.support.fake_observer import fake_observer_fixture  # noqa: E402, F401
+
+
+@pytest.fixture(name="arq_redis")
+async def _fix_arq_redis(redis_url: str) -> AsyncIterator[ArqRedis]:
+    """An arq pool on a freshly flushed database, with memq's job serializers."""
+    pool = await create_pool(
+        RedisSettings.from_dsn(redis_url),
+        job_serializer=job_serializer,
+        job_deserializer=job_deserializer,
+    )
+    await pool.flushdb()
+    yield pool
+    await pool.aclose()

@@ -50,6 +50,10 @@ class Keys:
         """The observer conversation state of a session."""
         return f"{self.prefix}:observer:{session}"
 
+    def attempts(self, session: str) -> str:
+        """Hash of failed attempts per turn (keyed by the turn's first entry id)."""
+        return f"{self.prefix}:attempts:{session}"
+
     def pause(self, provider: str) -> str:
         """Fleet-wide quota pause of a provider (`anthropic` or `openai`), with a TTL."""
         return f"{self.prefix}:pause:{provider}"

@@ -29,9 +29,6 @@ class ObserverState(msgspec.Struct, kw_only=True):
     prompt_number: int = 0
     told_prompt_number: int = 0
     """The highest prompt number the observer has been shown."""
-    attempts: int = 0
-    """Failed attempts of the turn that starts at `attempt_entry`."""
-    attempt_entry: str = ""
 
 
 def bounded_history(

@@ -61,8 +61,8 @@ def backoff_s(
     rng: random.Random | None = None,
 ) -> float:
     """Capped exponential backoff with jitter; a server's retry-after wins when longer."""
-    rand = (rng or random).random()
-    computed = min(max_s, base_s * (2 ** max(0, attempt - 1))) * (0.5 + 0.5 * rand)
+    rand: float = (rng or random).random()
+    computed = min(max_s, base_s * (2.0 ** max(0, attempt - 1))) * (0.5 + 0.5 * rand)
     if retry_after_s is not None:
         return min(max_s, max(computed, retry_after_s))
     return computed

@@ -11,12 +11,14 @@ job key still exists, and that key outlives the job function by a few millisecon
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from redis.asyncio import Redis
 
 from worker.keys import Keys
+
+if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
+    from redis.asyncio import Redis
 
 JOB_FUNCTION = "observe_session"
 # arq's own constants (arq.constants), restated so the hook path never imports arq (0.2 s);
@@ -146,11 +148,26 @@ class Scheduler:
         k = self.keys
         payload, score, expires, prefix = self._job_args(session, 0)
         status, stream_id = await self._publish(
-            keys=[k.seen(event_id), k.events(session), k.sessions, k.scheduled(session),
-                  k.job_sequence(session), k.queue],
-            args=[event_json, session, dedupe_ttl_s, max_pending, payload, score, expires,
-                  prefix, ARQ_JOB_KEY_PREFIX],
-        )  # fmt: skip
+            keys=[
+                k.seen(event_id),
+                k.events(session),
+                k.sessions,
+                k.scheduled(session),
+                k.job_sequence(session),
+                k.queue,
+            ],
+            args=[
+                event_json,
+                session,
+                dedupe_ttl_s,
+                max_pending,
+                payload,
+                score,
+                expires,
+                prefix,
+                ARQ_JOB_KEY_PREFIX,
+            ],
+        )
         return int(status), _text(stream_id)
 
     def publish_args(
@@ -165,10 +182,25 @@ class Scheduler:
         """KEYS and ARGV of the publish script, for callers that pipeline many publishes."""
         k = self.keys
         payload, score, expires, prefix = self._job_args(session, 0)
-        keys = [k.seen(event_id), k.events(session), k.sessions, k.scheduled(session),
-                k.job_sequence(session), k.queue]  # fmt: skip
-        args = [event_json, session, dedupe_ttl_s, max_pending, payload, score, expires,
-                prefix, ARQ_JOB_KEY_PREFIX]  # fmt: skip
+        keys = [
+            k.seen(event_id),
+            k.events(session),
+            k.sessions,
+            k.scheduled(session),
+            k.job_sequence(session),
+            k.queue,
+        ]
+        args = [
+            event_json,
+            session,
+            dedupe_ttl_s,
+            max_pending,
+            payload,
+            score,
+            expires,
+            prefix,
+            ARQ_JOB_KEY_PREFIX,
+        ]
         return keys, args
 
     @property

@@ -97,6 +97,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return Path(self.data_dir).expanduser()
 
     @property
+    def extra_modes_dirs(self) -> list[Path]:
+        """MEMQ_MODES_DIR as the list load_mode searches before the bundled modes."""
+        return [Path(self.modes_dir).expanduser()] if self.modes_dir else []
+
+    @property
     def observer_provider(self) -> Literal["anthropic", "openai"] | None:
         """The configured provider, or the one the SDK variables imply, or None."""
         if self.observer is not None:

@@ -85,16 +85,23 @@ class SessionStream:
             if "BUSYGROUP" not in str(e):
                 raise
 
-    async def read(self, count: int) -> list[Entry]:
+    async def read(self, count: int, *, claim: bool = True) -> list[Entry]:
         """Up to `count` entries in id order: first every pending one, then new ones.
 
         Pending entries belong to an earlier holder of this session's lease (a dead or
         stale worker, or our own stopped turn): holding the lease, we take them over.
         """
-        reply: Any = await self.redis.xautoclaim(
-            self.key, CONSUMER_GROUP, self.consumer, min_idle_time=0, start_id="0-0", count=count
-        )
-        entries = [_entry(i, f) for i, f in reply[1] if f is not None]
+        entries: list[Entry] = []
+        if claim:
+            reply: Any = await self.redis.xautoclaim(
+                self.key,
+                CONSUMER_GROUP,
+                self.consumer,
+                min_idle_time=0,
+                start_id="0-0",
+                count=count,
+            )
+            entries = [_entry(i, f) for i, f in reply[1] if f is not None]
         if len(entries) < count:
             fresh: Any = await self.redis.xreadgroup(
                 CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count - len(entries)
@@ -107,8 +114,9 @@ class SessionStream:
         """Ack and delete entries; raises FencedError when the lease is no longer ours."""
         if not ids:
             return
-        done = await _ACK(self.redis, [self.keys.lease(self.session), self.key],
-                          [token, CONSUMER_GROUP, *ids])  # fmt: skip
+        done = await _ACK(
+            self.redis, [self.keys.lease(self.session), self.key], [token, CONSUMER_GROUP, *ids]
+        )
         if int(done) < 0:
             raise FencedError(f"session {self.session}: ack refused, lease token {token} stale")
 

@@ -81,6 +81,12 @@ def _framing(message: str, mode: Mode) -> ET.Element:
     return ET.fromstring(f"<root>{message.removesuffix(suffix)}</root>")
 
 
+def _child(element: ET.Element, path: str) -> ET.Element:
+    found = element.find(path)
+    assert found is not None, path
+    return found
+
+
 def _between(text: str, start: str, end: str) -> str:
     return text[text.index(start) : text.index(end, text.index(start)) + len(end)]
 
@@ -203,7 +209,7 @@ def test_system_prompts_carry_every_parameter_in_the_header(
     assert header.findtext("project") == project
     assert header.findtext("memory_session_id") == session_id
     assert header.findtext("user_request") == user_prompt
-    assert header.find("user_request").attrib == {"prompt_number": str(number)}  # type: ignore[union-attr]
+    assert _child(header, "user_request").attrib == {"prompt_number": str(number)}
     assert header.findtext("requested_at") == WHEN_TEXT
 
 
@@ -311,7 +317,7 @@ def test_observation_prompt_frames_one_call_then_the_instruction(mode: Mode) -> 
 def test_working_directory_appears_only_when_cwd_is_set(cwd: str, children: list[str]) -> None:
     mode = make_mode()
     root = _framing(build_observation_prompt(_call(cwd=cwd), mode=mode), mode)
-    assert [child.tag for child in root.find("observed_from_primary_session")] == children  # type: ignore[union-attr]
+    assert [child.tag for child in _child(root, "observed_from_primary_session")] == children
 
 
 @pytest.mark.parametrize(
@@ -377,7 +383,7 @@ def test_a_new_request_is_announced_before_the_calls(
     root = _framing(text, mode)
     assert [child.tag for child in root] == ["user_request", "observed_from_primary_session"]
     assert root.findtext("user_request") == HOSTILE
-    assert root.find("user_request").attrib == attrib  # type: ignore[union-attr]
+    assert _child(root, "user_request").attrib == attrib
 
 
 def test_tool_output_cannot_close_or_open_the_prompt_elements() -> None:

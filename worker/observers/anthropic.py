@@ -11,6 +11,7 @@ from worker.observers.errors import (
     ObserverError,
     ObserverPermanentError,
     ObserverTransientError,
+    body_text,
     classify_status,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
@@ -37,7 +38,9 @@ class AnthropicObserver:
         )
         self._model = model
         self._max_tokens = max_tokens
-        self._temperature = temperature
+        # API version 2026-10-21 (sent by SDK 2.x) rejects any sampling parameter with a 400,
+        # so temperature is accepted for a uniform constructor and never sent.
+        del temperature
         self._timeout_s = timeout_s
 
     @property
@@ -57,7 +60,6 @@ class AnthropicObserver:
             message = await self._client.messages.create(
                 model=self._model,
                 max_tokens=self._max_tokens,
-                temperature=self._temperature,
                 system=[_text_block(request.system, cache=True)],
                 messages=_messages(request),
             )
@@ -117,7 +119,7 @@ def _map_error(e: anthropic.APIError, base_url: object, timeout_s: float) -> Obs
         return classify_status(
             PROVIDER,
             e.status_code,
-            e.api_message or _body_text(e.body) or e.message,
+            e.api_message or body_text(e.body) or e.message,
             headers=e.response.headers,
             error_type=e.type,
             error_code=e.error_code,
@@ -130,7 +132,3 @@ def _map_error(e: anthropic.APIError, base_url: object, timeout_s: float) -> Obs
             f"{PROVIDER} observer: HTTP {status} reply from {base_url} is not a Messages response"
         )
     return ObserverTransientError(f"{PROVIDER} observer: {e.message}")
-
-
-def _body_text(body: object) -> str:
-    return body if isinstance(body, str) else ""

@@ -9,19 +9,24 @@ from email.utils import parsedate_to_datetime
 
 from worker.errors import WorkerError
 
-# Quota and billing wording seen in Anthropic, OpenAI and OpenAI-compatible gateways' bodies;
-# a plain per-minute rate limit says none of these.
+# Quota and credit wording seen in Anthropic, OpenAI and OpenAI-compatible gateways' bodies.
+# Not "billing" alone: OpenAI's per-minute rate-limit message links to the billing page.
 _QUOTA_WORDS = re.compile(
     r"insufficient[_ ]quota|quota[_ ](?:exceeded|exhausted)|exceeded (?:your |the )?"
-    r"(?:current )?quota|billing|usage limit|credit balance|insufficient[_ ](?:credits|funds)"
-    r"|spend(?:ing)? limit|payment required",
+    r"(?:current )?quota|usage limit|credit balance|insufficient[_ ](?:credits|funds)"
+    r"|spend(?:ing)? limit",
     re.IGNORECASE,
 )
 _QUOTA_STATUSES = frozenset({400, 403, 429})
 _QUOTA_CODES = frozenset(
-    {"insufficient_quota", "billing_error", "billing_hard_limit_reached", "quota_exceeded"}
+    {
+        "insufficient_quota",
+        "billing_error",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+        "quota_exceeded",
+    }
 )
-_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "requests", "tokens"})
 _TRANSIENT_4XX = frozenset({408, 409, 429})
 _RESET_HEADER = re.compile(r"^(anthropic-ratelimit-[a-z-]+|x-ratelimit)-reset(-[a-z-]+)?$")
 # OpenAI's x-ratelimit-reset-* values are Go durations such as "6m0s", "1s" or "20ms".
@@ -29,6 +34,8 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|h|m|s))+")
 _DURATION_UNITS_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _MAX_MESSAGE_CHARS = 300
+_EPOCH_THRESHOLD_S = 1e9  # a "delay" this long is a Unix time (2001 onwards)
+_MARKUP = re.compile(r"<[^>]*>")
 
 
 class ObserverError(WorkerError):
@@ -71,7 +78,7 @@ def classify_status(
     now: datetime | None = None,
 ) -> ObserverError:
     """Map an HTTP error reply to the observer error it stands for."""
-    kind = " ".join(part for part in (error_type, error_code) if part)
+    kind = " ".join(dict.fromkeys(part for part in (error_type, error_code) if part))
     detail = _one_line(f"{kind}: {api_message}" if kind else api_message) or "no message"
     message = f"{provider} observer: HTTP {status} {detail}"
     codes = {(error_type or "").lower(), (error_code or "").lower()}
@@ -79,15 +86,18 @@ def classify_status(
         return ObserverQuotaError(message, reset_after_s(headers, now=now))
     if status == 401:
         return ObserverAuthError(f"{message} (check {key_variable})")
-    # A coded rate limit stays transient even when its prose mentions billing (OpenAI's does).
-    rate_limited = status == 429 and bool(codes & _RATE_LIMIT_CODES)
-    if not rate_limited and status in _QUOTA_STATUSES and _QUOTA_WORDS.search(api_message):
+    if status in _QUOTA_STATUSES and _QUOTA_WORDS.search(api_message):
         return ObserverQuotaError(message, reset_after_s(headers, now=now))
     if status == 403:
         return ObserverAuthError(f"{message} (check {key_variable})")
     if status in _TRANSIENT_4XX or status >= 500:
         return ObserverTransientError(message, retry_after_s(headers, now=now))
     return ObserverPermanentError(message)
+
+
+def body_text(body: object) -> str:
+    """The readable text of a non-JSON error body (e.g. a proxy's HTML page), else ""."""
+    return _MARKUP.sub(" ", body) if isinstance(body, str) else ""
 
 
 def retry_after_s(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
@@ -128,7 +138,13 @@ def reset_after_s(headers: Mapping[str, str], *, now: datetime | None = None) ->
 def _parse_reset(value: str, now: datetime | None) -> float | None:
     value = value.strip()
     if (seconds := _parse_float(value)) is not None:
-        return seconds
+        if seconds <= _EPOCH_THRESHOLD_S:
+            return seconds
+        # Some reset headers carry a Unix time rather than a delay.
+        try:
+            return _seconds_until(datetime.fromtimestamp(seconds, UTC), now)
+        except (OverflowError, OSError, ValueError):
+            return None
     if _DURATION.fullmatch(value):
         return sum(float(n) * _DURATION_UNITS_S[u] for n, u in _DURATION_PART.findall(value))
     try:

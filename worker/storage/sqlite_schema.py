@@ -1,7 +1,9 @@
-"""The SQLite schema as an ordered list of migrations, applied in one transaction."""
+"""The SQLite schema (ordered migrations applied in one transaction) and connection settings."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -9,6 +11,8 @@ import aiosqlite
 
 from worker.storage.protocol import StoreError
 
+# Time indexes are ascending on purpose: with the rowid appended they serve both
+# "oldest first" and, scanned backwards, "newest first, then highest id".
 # Each step is a tuple of single statements: sqlite3's executescript() would COMMIT the
 # surrounding transaction, so steps are executed statement by statement instead.
 # Append new steps; never edit a released one. PRAGMA user_version = number of steps applied.
@@ -23,8 +27,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ended_at TEXT,
             prompt_counter INTEGER NOT NULL DEFAULT 0
         )""",
-        "CREATE INDEX sessions_activity ON sessions (last_activity_at DESC)",
-        "CREATE INDEX sessions_project_activity ON sessions (project, last_activity_at DESC)",
+        "CREATE INDEX sessions_activity ON sessions (last_activity_at, memory_session_id)",
+        """CREATE INDEX sessions_project_activity
+            ON sessions (project, last_activity_at, memory_session_id)""",
         """CREATE TABLE user_prompts (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             memory_session_id TEXT NOT NULL
@@ -60,11 +65,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (memory_session_id, content_hash)
         )""",
         # The UNIQUE index above also serves lookups by session alone.
-        "CREATE INDEX observations_created ON observations (created_at_epoch_ms DESC)",
+        "CREATE INDEX observations_created ON observations (created_at_epoch_ms)",
         """CREATE INDEX observations_session_created
-            ON observations (memory_session_id, created_at_epoch_ms DESC)""",
+            ON observations (memory_session_id, created_at_epoch_ms)""",
         """CREATE INDEX observations_project_created
-            ON observations (project, created_at_epoch_ms DESC)""",
+            ON observations (project, created_at_epoch_ms)""",
         """CREATE INDEX observations_unannounced
             ON observations (created_at_epoch_ms) WHERE announced_at IS NULL""",
         """CREATE TABLE summaries (
@@ -84,10 +89,10 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             created_at_epoch_ms INTEGER NOT NULL,
             announced_at TEXT
         )""",
-        "CREATE INDEX summaries_created ON summaries (created_at_epoch_ms DESC)",
+        "CREATE INDEX summaries_created ON summaries (created_at_epoch_ms)",
         """CREATE INDEX summaries_session_created
-            ON summaries (memory_session_id, created_at_epoch_ms DESC)""",
-        "CREATE INDEX summaries_project_created ON summaries (project, created_at_epoch_ms DESC)",
+            ON summaries (memory_session_id, created_at_epoch_ms)""",
+        "CREATE INDEX summaries_project_created ON summaries (project, created_at_epoch_ms)",
         """CREATE INDEX summaries_unannounced
             ON summaries (created_at_epoch_ms) WHERE announced_at IS NULL""",
         # FTS5: a later migration adds observations_fts/summaries_fts (external content)
@@ -112,7 +117,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             turn_kind TEXT NOT NULL,
             replayed_at TEXT
         )""",
-        "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at DESC)",
+        "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at)",
         "CREATE INDEX dropped_outputs_session ON dropped_outputs (memory_session_id)",
         """CREATE TABLE token_usage (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -131,6 +136,37 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+BUSY_TIMEOUT_MS = 10_000
+_CONNECTION_PRAGMAS = (
+    "PRAGMA synchronous = NORMAL",  # durable in WAL mode except on power loss, and fast
+    "PRAGMA foreign_keys = ON",
+)
+
+
+async def configure(conn: aiosqlite.Connection) -> None:
+    """Set the busy timeout, WAL journal mode, synchronous=NORMAL and foreign keys."""
+    await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+    await _enable_wal(conn)
+    for pragma in _CONNECTION_PRAGMAS:
+        await conn.execute(pragma)
+
+
+async def _enable_wal(conn: aiosqlite.Connection) -> None:
+    # Two connections switching a new file to WAL at once each hold a shared lock and want
+    # an exclusive one; SQLite answers SQLITE_BUSY without its busy handler (to avoid a
+    # deadlock), so the switch is retried here, within the same busy timeout.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if e.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or loop.time() > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 async def schema_version(conn: aiosqlite.Connection) -> int:
@@ -159,10 +195,9 @@ async def migrate_schema(conn: aiosqlite.Connection, path: Path) -> None:
 
 async def rollback(conn: aiosqlite.Connection) -> None:
     """Roll back the open transaction, if SQLite has not already ended it."""
-    try:
+    # No transaction when BEGIN never succeeded, or SQLite already rolled back (e.g. disk full).
+    with contextlib.suppress(sqlite3.OperationalError):
         await conn.execute("ROLLBACK")
-    except sqlite3.OperationalError:
-        pass  # BEGIN never succeeded, or SQLite rolled back by itself (e.g. disk full)
 
 
 def _check_version(version: int, path: Path) -> int:

@@ -1,0 +1,230 @@
+"""Ingest benchmark: publish throughput (1 and 4 producers) and `memq hook claude-code` wall time.
+
+Run from the repository root: `.venv/bin/python bench/ingest.py` (about a minute). It starts
+its own redis-server on a free loopback port and prints a markdown table with the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import redis.asyncio as aioredis
+
+import worker.producer as producer_module
+from pipeline.events import Event, ToolCall, encode_event
+from tests.support.redis_server import RedisServer
+from worker.producer import Producer, prepare_event
+from worker.settings import Settings
+
+SESSIONS = 50
+PIPELINED_EVENTS = 4000
+ONE_BY_ONE_EVENTS = 1500
+HOOK_RUNS = 100
+_OUTPUT_LINE = "tests/test_cart.py::test_discount_{i}_{j} PASSED in 0.{j:02d}s (cart total 90.00)\n"
+
+
+def tool_call(i: int, tag: str) -> Event:
+    """A ~2 KB tool call: a Bash command and a pytest-like output."""
+    output = "".join(_OUTPUT_LINE.format(i=i, j=j) for j in range(22))
+    return ToolCall(
+        event_id=f"{tag}-{i}",
+        memory_session_id=f"bench-{tag}-{i % SESSIONS}",
+        project="shop",
+        occurred_at=datetime.now(UTC),
+        tool_name="Bash",
+        tool_input={"command": f"pytest tests/test_cart.py -k discount_{i}", "timeout": 120},
+        tool_output=output[:1900],
+        cwd="/home/dev/shop",
+        tool_use_id=f"toolu_{i}",
+    )
+
+
+def _encode_only(event: Event, max_bytes: int) -> tuple[Event, bytes]:
+    return event, encode_event(event)
+
+
+async def _produce(
+    url: str, tag: str, count: int, pipelined: bool, ready: Callable[[], object]
+) -> tuple[float, float]:
+    settings = Settings(redis_url=url, prefix="bench", max_pending_per_session=1_000_000)
+    events = [tool_call(i, tag) for i in range(count)]
+    client = aioredis.Redis.from_url(url)
+    producer = Producer(client, settings)
+    await client.ping()
+    ready()  # every producer is connected and has built its events: all start together
+    began = time.time()
+    if pipelined:
+        await producer.publish_many(events)
+    else:
+        for event in events:
+            await producer.publish(event)
+    ended = time.time()
+    await client.aclose()
+    return began, ended
+
+
+def _producer_process(
+    url: str, tag: str, count: int, pipelined: bool, scrub: bool, barrier: Any, results: Any
+) -> None:
+    if not scrub:  # the Redis path alone: what publishing costs once an event is prepared
+        producer_module.prepare_encoded = _encode_only  # type: ignore[assignment]
+    results.put(asyncio.run(_produce(url, tag, count, pipelined, barrier.wait)))
+
+
+def throughput(url: str, producers: int, count: int, pipelined: bool, scrub: bool) -> float:
+    """Events per second over all producer processes, from the first start to the last end."""
+    tag = f"{'p' if pipelined else 'o'}{'s' if scrub else 'r'}{producers}-{time.monotonic_ns()}"
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(producers), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_producer_process,
+            args=(url, f"{tag}-{n}", count, pipelined, scrub, barrier, results),
+        )
+        for n in range(producers)
+    ]
+    for proc in procs:
+        proc.start()
+    spans = [results.get(timeout=300) for _ in procs]
+    for proc in procs:
+        proc.join()
+    return producers * count / (max(e for _, e in spans) - min(b for b, _ in spans))
+
+
+def prepare_cost_us() -> float:
+    """CPU cost of prepare_event (strip private regions, redact secrets, cap) per 2 KB event."""
+    settings = Settings()
+    events = [tool_call(i, "prep") for i in range(300)]
+    started = time.perf_counter()
+    for event in events:
+        prepare_event(event, settings)
+    return (time.perf_counter() - started) / len(events) * 1e6
+
+
+def hook_wall_times(
+    url: str, data_dir: Path, runs: int, payload: Callable[[int], str], *, no_site: bool = False
+) -> list[float]:
+    """Wall time of whole `memq hook claude-code` processes, as the agent host sees them.
+
+    `no_site` runs `python -S` with an explicit PYTHONPATH instead of the console script: no
+    .pth files, so no import hook of this checkout's editable install (a wheel has none).
+    """
+    command = [str(Path(sys.executable).parent / "memq"), "hook", "claude-code"]
+    extra: dict[str, str] = {}
+    if no_site:
+        code = "from worker.cli import main; main()"
+        command = [sys.executable, "-S", "-c", code, "hook", "claude-code"]
+        site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+        extra["PYTHONPATH"] = f"{Path(__file__).resolve().parent.parent}:{site_packages}"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(data_dir),
+        "MEMQ_DATA_DIR": str(data_dir),
+        "MEMQ_REDIS_URL": url,
+        "MEMQ_PREFIX": "bench",
+        # An installed memq has compiled bytecode; keep it out of the repository.
+        "PYTHONPYCACHEPREFIX": str(data_dir / "pycache"),
+        **extra,
+    }
+    times = []
+    for i in range(-2, runs):  # two warm-up runs fill the bytecode cache
+        started = time.perf_counter()
+        done = subprocess.run(command, input=payload(i), env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        elapsed = time.perf_counter() - started
+        if done.returncode != 0 or done.stdout:
+            raise SystemExit(f"hook run failed: {done.returncode} {done.stdout} {done.stderr}")
+        if i >= 0:
+            times.append(elapsed)
+    return times
+
+
+def post_tool_use(i: int) -> str:
+    return json.dumps({
+        "session_id": "bench-hook-session",
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/home/dev/shop",
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": f"pytest -k case_{i}"},
+        "tool_response": {"stdout": "".join(_OUTPUT_LINE.format(i=i, j=j) for j in range(20)),
+                          "stderr": "", "interrupted": False},
+        "tool_use_id": f"toolu_bench_{i}_{time.monotonic_ns()}",
+    })  # fmt: skip
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True,
+                                   text=True, check=False).stdout.split()[2]  # fmt: skip
+    return (
+        f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+        f"redis-server {redis_version.removeprefix('v=')}, {platform.system()} {platform.release()}"
+    )
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="mqbench") as tmp:
+        server = RedisServer(Path(tmp) / "redis").start()
+        try:
+            rows = []
+            for producers in (1, 4):
+                for pipelined, count in ((True, PIPELINED_EVENTS), (False, ONE_BY_ONE_EVENTS)):
+                    for scrub in (True, False):
+                        rate = throughput(server.url, producers, count, pipelined, scrub)
+                        mode = "`publish_many`, pipelined" if pipelined else "`publish`, one by one"
+                        what = "full producer" if scrub else "Redis path only (no scrubbing)"
+                        rows.append(f"| {mode} | {producers} | {what} | {rate:,.0f} events/s |")
+            prep = prepare_cost_us()
+            hook = hook_wall_times(server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use)
+            bare = hook_wall_times(
+                server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use, no_site=True
+            )
+        finally:
+            server.stop()
+    print(f"Machine: {machine()}\n")
+    print("| measurement | producers | path | result |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print(row)
+    print(f"| `prepare_event` CPU per 2 KB tool call | 1 | strip + redact + cap | {prep:,.0f} µs |")
+    for label, times in (
+        ("console script (editable install)", hook),
+        ("`python -S`, no .pth import hooks", bare),
+    ):
+        print(
+            f"| `memq hook claude-code` wall time, {len(times)} runs | 1 | {label}, Redis up | "
+            f"p50 {percentile(times, 50) * 1000:.0f} ms, p99 {percentile(times, 99) * 1000:.0f} ms"
+            f" (mean {statistics.mean(times) * 1000:.0f} ms) |"
+        )
+
+
+if __name__ == "__main__":
+    main()

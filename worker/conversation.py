@@ -1,0 +1,82 @@
+"""The observer conversation's prompts: which system prompt, which user message, per turn."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pipeline.batching import Turn
+from pipeline.events import Prompt
+from pipeline.modes import Mode
+from pipeline.prompts import (
+    build_continuation_prompt,
+    build_init_prompt,
+    build_observation_prompt,
+    build_summary_prompt,
+)
+from worker.observer_state import ObserverState
+
+
+def conversation_state(
+    mode: Mode, session: str, state: ObserverState | None, turn: Turn
+) -> ObserverState:
+    """The conversation to continue, or a new one: the init prompt when the turn opens the
+    session with its first request, else the continuation prompt (the state was lost)."""
+    first = turn.events[0]
+    prompts = turn.prompts
+    if state is not None:
+        # A copy: the turn may still fail, and only a committed turn changes the conversation.
+        state = msgspec.structs.replace(state, history=list(state.history), project=first.project)
+    else:
+        opening = prompts[0] if prompts else None
+        fresh = opening is not None and opening.prompt_number in (None, 0, 1)
+        build = build_init_prompt if fresh else build_continuation_prompt
+        request = opening.prompt_text if opening is not None else ""
+        number = (opening.prompt_number or 1) if opening is not None else 0
+        system = build(
+            mode,
+            project=first.project,
+            memory_session_id=session,
+            user_prompt=request,
+            prompt_number=number,
+            requested_at=first.occurred_at,
+        )
+        told = number if opening is not None else 0
+        state = ObserverState(
+            system=system,
+            project=first.project,
+            user_request=request,
+            prompt_number=number,
+            told_prompt_number=told,
+        )
+    for p in prompts:
+        state.user_request = p.prompt_text
+        state.prompt_number = p.prompt_number or state.prompt_number + 1
+    return state
+
+
+def user_message(
+    mode: Mode, turn: Turn, state: ObserverState, field_budget_chars: int
+) -> tuple[str, Prompt | None]:
+    """This turn's user message, and the new request it tells the observer about (if any)."""
+    latest = turn.prompts[-1] if turn.prompts else None
+    new_request = None
+    if latest is not None and state.prompt_number > state.told_prompt_number:
+        new_request = msgspec.structs.replace(latest, prompt_number=state.prompt_number)
+    summarize = turn.summarize
+    if turn.kind == "summarize" and summarize is not None:
+        message = build_summary_prompt(
+            mode,
+            last_assistant_message=summarize.last_assistant_message,
+            user_prompt=state.user_request or None,
+            prompt_number=state.prompt_number or None,
+        )
+        if new_request is not None:
+            state.told_prompt_number = state.prompt_number
+        return message, None
+    message = build_observation_prompt(
+        turn.tool_calls,
+        mode=mode,
+        field_budget_chars=field_budget_chars,
+        new_request=new_request,
+    )
+    return message, new_request

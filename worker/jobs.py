@@ -1,0 +1,137 @@
+"""arq wiring: the observe_session job, the sweep cron, startup/shutdown and the Worker."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from arq import Worker, cron
+from arq.connections import ArqRedis
+from arq.typing import WorkerCoroutine
+from arq.worker import Function, func
+
+from pipeline.modes import load_mode
+from worker.logs import session_context
+from worker.observers.factory import build_observer
+from worker.runtime import Runtime, runtime_from
+from worker.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
+from worker.session_run import observe
+from worker.settings import Settings
+from worker.storage.factory import open_store
+
+logger = logging.getLogger(__name__)
+
+SWEEP_EVERY_S = 10
+
+
+async def observe_session(ctx: dict[str, Any], session_id: str) -> str:
+    """Drive one session until its stream is drained (or hand off to a fresh job)."""
+    with session_context(session_id):
+        return await observe(runtime_from(ctx), session_id, str(ctx["job_id"]))
+
+
+async def sweep_sessions(ctx: dict[str, Any]) -> int:
+    """Schedule a job for every session that has entries but no live job; returns how many."""
+    rt = runtime_from(ctx)
+    scheduled = 0
+    async for raw in rt.redis.sscan_iter(rt.keys.sessions, count=500):
+        session = raw.decode() if isinstance(raw, bytes) else str(raw)
+        if await rt.scheduler.sweep(session) is not None:
+            scheduled += 1
+            logger.info("sweep scheduled a stranded session", extra={"session_id": session})
+    return scheduled
+
+
+def consumer_name() -> str:
+    """A name unique to this worker process, shown in the streams' consumer groups."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+async def build_runtime(settings: Settings, redis: ArqRedis) -> Runtime:
+    """Open storage, the observer and the mode; fail fast with one line when one is wrong."""
+    observer = build_observer(settings)
+    mode = load_mode(settings.mode, extra_dirs=settings.extra_modes_dirs)
+    for warning in mode.warnings:
+        logger.warning("mode: %s", warning)
+    store = open_store(settings)
+    await store.migrate()
+    rt = Runtime.build(
+        settings=settings,
+        redis=redis,
+        store=store,
+        observer=observer,
+        mode=mode,
+        consumer=consumer_name(),
+    )
+    # Rows a crashed worker stored but never announced.
+    backlog = await rt.broadcaster.announce_backlog()
+    if backlog:
+        logger.info("announced %d rows left unannounced by a crash", backlog)
+    return rt
+
+
+async def close_runtime(rt: Runtime) -> None:
+    """Close what build_runtime opened."""
+    await rt.observer.aclose()
+    await rt.store.aclose()
+
+
+def job_functions(settings: Settings) -> list[Function]:
+    """The job list (explicit, no registry): observe_session with per-session ids."""
+    coroutine: WorkerCoroutine = observe_session
+    return [
+        func(
+            coroutine,
+            name=JOB_FUNCTION,
+            keep_result=0,
+            timeout=settings.job_timeout_s,
+            # Our own attempts count failures; arq re-runs only cancelled (SIGTERM) jobs.
+            max_tries=1000,
+        )
+    ]
+
+
+def build_worker(
+    settings: Settings,
+    redis: ArqRedis,
+    *,
+    burst: bool = False,
+    concurrency: int | None = None,
+    runtime: Runtime | None = None,
+    with_cron: bool = True,
+) -> Worker:
+    """An arq Worker for this tenant; pass `runtime` to skip startup/shutdown (tests)."""
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        ctx["runtime"] = await build_runtime(settings, redis)
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        rt = ctx.get("runtime")
+        if isinstance(rt, Runtime):
+            await close_runtime(rt)
+
+    sweep: WorkerCoroutine = sweep_sessions
+    prefix = settings.prefix
+    every = set(range(0, 60, SWEEP_EVERY_S))
+    crons = [cron(sweep, name=f"{prefix}:cron:sweep", second=every, run_at_startup=True)]
+    return Worker(
+        functions=job_functions(settings),
+        cron_jobs=crons if with_cron else None,
+        redis_pool=redis,
+        queue_name=f"{prefix}:queue",
+        health_check_key=f"{prefix}:health-check",
+        job_serializer=job_serializer,
+        job_deserializer=job_deserializer,
+        max_jobs=concurrency or settings.concurrency,
+        poll_delay=0.05,
+        burst=burst,
+        ctx={"runtime": runtime} if runtime is not None else None,
+        on_startup=None if runtime is not None else startup,
+        on_shutdown=None if runtime is not None else shutdown,
+        handle_signals=runtime is None,
+        # On SIGTERM let the current turn finish; a cancelled job is re-run (nothing half-written).
+        job_completion_wait=int(min(settings.job_timeout_s, 30)),
+    )

@@ -1,0 +1,29 @@
+"""Observer providers (Anthropic Messages, OpenAI-compatible Chat Completions), one protocol."""
+
+from worker.observers.anthropic import AnthropicObserver
+from worker.observers.errors import (
+    ObserverAuthError,
+    ObserverError,
+    ObserverPermanentError,
+    ObserverQuotaError,
+    ObserverTransientError,
+)
+from worker.observers.factory import build_observer
+from worker.observers.openai import OpenAIObserver
+from worker.observers.protocol import Observer, ObserverReply, ObserverRequest, Turn, Usage
+
+__all__ = [
+    "AnthropicObserver",
+    "Observer",
+    "ObserverAuthError",
+    "ObserverError",
+    "ObserverPermanentError",
+    "ObserverQuotaError",
+    "ObserverReply",
+    "ObserverRequest",
+    "ObserverTransientError",
+    "OpenAIObserver",
+    "Turn",
+    "Usage",
+    "build_observer",
+]

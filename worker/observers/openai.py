@@ -1,0 +1,130 @@
+"""The OpenAI-compatible Chat Completions observer (OpenAI, Ollama, LM Studio, vLLM, gateways)."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+
+from worker.observers.errors import (
+    ObserverError,
+    ObserverPermanentError,
+    ObserverTransientError,
+    body_text,
+    classify_status,
+)
+from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
+
+PROVIDER = "openai"
+_KEY_VARIABLE = "OPENAI_API_KEY"
+# Local servers ignore the key, but the SDK refuses to start without one.
+_PLACEHOLDER_KEY = "not-needed"
+
+
+class OpenAIObserver:
+    """An Observer on any Chat Completions endpoint; the SDK never retries (the job does)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        model: str,
+        max_tokens: int,
+        temperature: float,
+        timeout_s: float,
+    ) -> None:
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key or _PLACEHOLDER_KEY,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+        )
+        self._model = model
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        self._timeout_s = timeout_s
+
+    @property
+    def provider(self) -> str:
+        """Always "openai" (also for OpenAI-compatible local servers)."""
+        return PROVIDER
+
+    @property
+    def model(self) -> str:
+        """The model every call asks for."""
+        return self._model
+
+    async def complete(self, request: ObserverRequest) -> ObserverReply:
+        """Send the system message, the history and this turn; return the reply text."""
+        started = time.perf_counter()
+        try:
+            # max_tokens rather than max_completion_tokens: every compatible server knows it.
+            completion = await self._client.chat.completions.create(
+                model=self._model,
+                max_tokens=self._max_tokens,
+                temperature=self._temperature,
+                messages=_messages(request),
+            )
+        except openai.APIError as e:
+            raise _map_error(e, self._client.base_url, self._timeout_s) from e
+        latency_ms = (time.perf_counter() - started) * 1000
+        text = ""
+        if completion.choices:
+            text = completion.choices[0].message.content or ""
+        usage = Usage()
+        if (u := completion.usage) is not None:
+            details = u.prompt_tokens_details
+            usage = Usage(
+                input_tokens=u.prompt_tokens,
+                cached_input_tokens=(details.cached_tokens or 0) if details else 0,
+                output_tokens=u.completion_tokens,
+            )
+        return ObserverReply(
+            text=text,
+            usage=usage,
+            model=completion.model or self._model,
+            provider=PROVIDER,
+            latency_ms=latency_ms,
+        )
+
+    async def aclose(self) -> None:
+        """Close the SDK's HTTP client."""
+        await self._client.close()
+
+
+def _messages(request: ObserverRequest) -> list[ChatCompletionMessageParam]:
+    messages: list[ChatCompletionMessageParam] = [{"role": "system", "content": request.system}]
+    for turn in request.history:
+        messages.append({"role": "user", "content": turn.user})
+        messages.append({"role": "assistant", "content": turn.assistant})
+    messages.append({"role": "user", "content": request.user})
+    return messages
+
+
+def _map_error(e: openai.APIError, base_url: object, timeout_s: float) -> ObserverError:
+    if isinstance(e, openai.APITimeoutError):
+        return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
+    if isinstance(e, openai.APIConnectionError):
+        cause = e.__cause__ or e
+        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {cause}")
+    if isinstance(e, openai.APIStatusError):
+        # The SDK unwraps {"error": {...}} into e.body; e.code and e.type come from it.
+        body = e.body
+        message = body.get("message") if isinstance(body, dict) else body_text(body)
+        return classify_status(
+            PROVIDER,
+            e.status_code,
+            message if isinstance(message, str) and message.strip() else e.message,
+            headers=e.response.headers,
+            error_type=e.type,
+            error_code=e.code,
+            key_variable=_KEY_VARIABLE,
+        )
+    if isinstance(e, openai.APIResponseValidationError):
+        return ObserverPermanentError(
+            f"{PROVIDER} observer: HTTP {e.status_code} reply from {base_url} "
+            "is not a Chat Completions response"
+        )
+    return ObserverTransientError(f"{PROVIDER} observer: {e.message}")

@@ -1,0 +1,80 @@
+"""The Runtime: every client a job needs, built once at worker startup and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from pipeline.modes import Mode
+from worker.broadcast import Broadcaster
+from worker.counters import Counters
+from worker.errors import WorkerError
+from worker.keys import Keys
+from worker.observer_state import StateStore
+from worker.observers.protocol import Observer
+from worker.pauses import Pauses
+from worker.scheduling import Scheduler
+from worker.settings import Settings
+from worker.storage.protocol import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """Built in startup(), closed in shutdown(); jobs receive it through arq's ctx."""
+
+    settings: Settings
+    keys: Keys
+    redis: Redis
+    store: Store
+    observer: Observer
+    mode: Mode
+    scheduler: Scheduler
+    states: StateStore
+    pauses: Pauses
+    counters: Counters
+    broadcaster: Broadcaster
+    consumer: str
+    """This worker's consumer name in the session streams' group."""
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        """Lease TTL: short, renewed while the job runs, so a dead worker frees it quickly."""
+        return 10_000
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        settings: Settings,
+        redis: Redis,
+        store: Store,
+        observer: Observer,
+        mode: Mode,
+        consumer: str,
+    ) -> Runtime:
+        """Wire the small per-tenant helpers around the clients."""
+        keys = Keys(settings.prefix)
+        return cls(
+            settings=settings,
+            keys=keys,
+            redis=redis,
+            store=store,
+            observer=observer,
+            mode=mode,
+            scheduler=Scheduler(redis, keys),
+            states=StateStore(redis, keys),
+            pauses=Pauses(redis, keys),
+            counters=Counters(redis, keys),
+            broadcaster=Broadcaster(redis, keys, store, settings.feed_maxlen),
+            consumer=consumer,
+        )
+
+
+def runtime_from(ctx: dict[str, Any]) -> Runtime:
+    """The Runtime arq's ctx carries; fails loudly when startup() did not run."""
+    rt = ctx.get("runtime")
+    if not isinstance(rt, Runtime):
+        raise WorkerError("worker ctx has no Runtime: startup() did not run")
+    return rt

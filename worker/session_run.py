@@ -1,0 +1,148 @@
+"""Drive one session: take its lease, read batches in order, run turns until drained."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from pipeline.batching import plan_turns
+from pipeline.errors import EventDecodeError
+from pipeline.events import Event, decode_event
+from worker.leases import Lease, LeaseLostError
+from worker.outcomes import Outcome
+from worker.runtime import Runtime
+from worker.storage.protocol import StaleFenceError
+from worker.streams import Entry, FencedError, SessionStream
+from worker.turn_runner import TurnRunner
+
+logger = logging.getLogger(__name__)
+
+
+async def observe(rt: Runtime, session: str, job_id: str) -> str:
+    """The body of the `observe_session` job: returns a one-word result for arq's log."""
+    lease = await Lease.acquire(rt.redis, rt.keys, session, rt.lease_ttl_ms)
+    if lease is None:
+        # Another run still drives the session (a slow worker): look again after its lease.
+        await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
+        return "busy"
+    defer_s = 0.0
+    result = "drained"
+    try:
+        result, defer_s = await _drive(rt, session, lease)
+    except (FencedError, StaleFenceError, LeaseLostError) as e:
+        logger.warning("stopped: %s", e, extra={"session_id": session})
+        result = "fenced"
+    finally:
+        await lease.release()
+        await rt.scheduler.release(session, job_id, defer_ms=int(defer_s * 1000))
+    return result
+
+
+async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
+    s = rt.settings
+    started = time.monotonic()
+    # Start no new turn late in the job: a turn may need the observer twice (reminder).
+    start_turns_until = started + s.job_timeout_s / 3
+    deadline = started + s.job_timeout_s - 5
+    stream = SessionStream(rt.redis, rt.keys, session, rt.consumer)
+    await stream.ensure_group()
+    runner = TurnRunner(rt, session, lease, stream, await rt.states.load(session))
+    ended = False
+    while time.monotonic() < start_turns_until:
+        lease.check()
+        paused_s = await rt.pauses.remaining_s(rt.observer.provider)
+        if paused_s > 0:
+            return "paused", paused_s
+        entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms)
+        if not entries:
+            break
+        pairs = await _decode(rt, session, lease, stream, entries)
+        if not pairs:
+            continue
+        events = [ev for _, ev in pairs]
+        turns = plan_turns(
+            events,
+            max_tool_calls=s.batch_max_events,
+            max_chars=s.batch_max_chars,
+            sizes=[len(e.raw or b"") for e, _ in pairs],
+        )
+        by_event = {id(ev): entry for entry, ev in pairs}
+        for turn in turns:
+            turn_entries = [by_event[id(ev)] for ev in turn.events]
+            t0 = time.monotonic()
+            result = await runner.run(turn, turn_entries, deadline)
+            logger.info(
+                "turn %s",
+                result.label,
+                extra={
+                    "session_id": session,
+                    "outcome": result.label,
+                    "stored": result.stored,
+                    "dedup": result.deduplicated,
+                    "events": len(turn.events),
+                    "ms": round((time.monotonic() - t0) * 1000, 1),
+                },
+            )
+            ended = ended or turn.ends
+            if result.stop:
+                return str(result.outcome), result.defer_s
+            if result.outcome == Outcome.DEAD:
+                break  # re-read: the turns after it were planned with the old conversation
+    if ended and await stream.delete_if_drained(lease.token):
+        logger.info("session ended and drained", extra={"session_id": session})
+        return "ended", 0.0
+    return "drained", 0.0
+
+
+async def _read_batch(stream: SessionStream, max_events: int, wait_ms: int) -> list[Entry]:
+    """Pending entries first, then new ones; wait briefly so a burst shares one turn."""
+    entries = await stream.read(max_events)
+    if not entries or len(entries) >= max_events or wait_ms <= 0:
+        return entries
+    age_ms = time.time() * 1000 - entries[-1].published_ms
+    if age_ms >= wait_ms or _flushes(entries):
+        return entries
+    await asyncio.sleep((wait_ms - age_ms) / 1000)
+    return entries + await stream.read(max_events - len(entries), claim=False)
+
+
+def _flushes(entries: list[Entry]) -> bool:
+    # summarize and end flush at once; peeking at the raw JSON avoids a second decode.
+    return any(
+        e.raw is not None and (b'"summarize"' in e.raw or b'"end"' in e.raw) for e in entries
+    )
+
+
+async def _decode(
+    rt: Runtime, session: str, lease: Lease, stream: SessionStream, entries: list[Entry]
+) -> list[tuple[Entry, Event]]:
+    """Decode entries; dead-letter the malformed, ack the ones a crash left processed."""
+    good: list[tuple[Entry, Event]] = []
+    bad: list[tuple[Entry, str]] = []
+    for entry in entries:
+        if entry.raw is None:
+            bad.append((entry, "stream entry has no 'event' field"))
+            continue
+        try:
+            event = decode_event(entry.raw)
+        except EventDecodeError as e:
+            bad.append((entry, str(e)))
+            continue
+        if event.memory_session_id != session:
+            bad.append(
+                (entry, f"event of session {event.memory_session_id} in stream of {session}")
+            )
+        else:
+            good.append((entry, event))
+    if bad:
+        await stream.dead_letter(lease.token, bad)
+        await rt.counters.count("dead", len(bad))
+        for entry, reason in bad:
+            logger.warning("dead-lettered %s: %s", entry.id, reason, extra={"session_id": session})
+    done = await rt.store.processed_event_ids(session, [ev.event_id for _, ev in good])
+    if done:
+        # Stored before a crash, never acked: ack now, never show them to the observer again.
+        await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
+        good = [(e, ev) for e, ev in good if ev.event_id not in done]
+    return good

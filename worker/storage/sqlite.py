@@ -1,0 +1,298 @@
+"""The Store on one SQLite file (aiosqlite, WAL): one IMMEDIATE transaction per batch, fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import aiosqlite
+
+from worker.storage import rows as db
+from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.records import (
+    BatchResult,
+    BatchWrite,
+    DroppedRow,
+    SessionRow,
+    StoreCounts,
+    StoredRow,
+)
+from worker.storage.sqlite_schema import configure, migrate_schema, rollback
+
+# RETURNING and UPSERT need SQLite 3.35.
+_MIN_SQLITE = (3, 35, 0)
+
+
+class _SessionRecord(Protocol):
+    @property
+    def memory_session_id(self) -> str: ...
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SqliteStore:
+    """The Store on one SQLite file, shared safely by the worker processes of one machine.
+
+    The connection opens (and the schema migrates) on first use; one instance runs one
+    operation at a time, other instances and processes wait on SQLite's busy timeout.
+    """
+
+    def __init__(self, path: Path, *, clock: Callable[[], datetime] = _utc_now) -> None:
+        self._path = path
+        self._clock = clock
+        self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    async def migrate(self) -> None:
+        """Create or upgrade the schema to the current version."""
+        async with self._use() as conn:
+            await migrate_schema(conn, self._path)
+
+    async def ping(self) -> None:
+        """Raise StoreError when the database cannot be opened or read."""
+        async with self._use() as conn:
+            await conn.execute_fetchall("SELECT 1")
+
+    async def write_batch(self, batch: BatchWrite) -> BatchResult:
+        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
+        _check_one_session(batch)
+        now = db.iso_utc(self._clock())
+        stored: list[StoredRow] = []
+        duplicates = 0
+        async with self._transaction() as conn:
+            await self._claim_session(conn, batch, now)
+            await conn.executemany(db.INSERT_PROMPT, map(db.prompt_params, batch.prompts))
+            for obs in batch.observations:
+                new = list(
+                    await conn.execute_fetchall(db.INSERT_OBSERVATION, db.observation_params(obs))
+                )
+                if new:
+                    stored.append(db.stored_observation(new[0][0], obs))
+                else:
+                    duplicates += 1
+            for summary in batch.summaries:
+                new = list(
+                    await conn.execute_fetchall(db.INSERT_SUMMARY, db.summary_params(summary))
+                )
+                stored.append(db.stored_summary(new[0][0], summary))
+            await conn.executemany(db.INSERT_DROPPED, map(db.dropped_params, batch.dropped))
+            await conn.executemany(db.INSERT_USAGE, map(db.usage_params, batch.usage))
+            await conn.executemany(
+                db.INSERT_PROCESSED,
+                [(batch.memory_session_id, event_id, now) for event_id in batch.event_ids],
+            )
+        return BatchResult(stored=stored, deduplicated=duplicates)
+
+    async def processed_event_ids(
+        self, memory_session_id: str, event_ids: Sequence[str]
+    ) -> set[str]:
+        """The subset of event_ids already processed for the session."""
+        if not event_ids:
+            return set()
+        async with self._use() as conn:
+            found = await conn.execute_fetchall(
+                "SELECT event_id FROM processed_events WHERE memory_session_id = ?"
+                " AND event_id IN (SELECT value FROM json_each(?))",
+                (memory_session_id, db.json_list(event_ids)),
+            )
+        return {row[0] for row in found}
+
+    async def unannounced(self, limit: int = 500) -> list[StoredRow]:
+        """Stored rows not yet announced on pub/sub and the feed, oldest first."""
+        sql = db.select_stored_rows(["announced_at IS NULL"], newest_first=False)
+        async with self._use() as conn:
+            found = await conn.execute_fetchall(sql, {"limit": limit})
+        return [db.stored_row(row) for row in found]
+
+    async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
+        """Record that these rows were announced."""
+        if not rows:
+            return
+        now = db.iso_utc(self._clock())
+        async with self._transaction() as conn:
+            for table, kind in (("observations", "observation"), ("summaries", "summary")):
+                ids = [r.id for r in rows if r.kind == kind]
+                if ids:
+                    await conn.execute(
+                        f"UPDATE {table} SET announced_at = ? WHERE announced_at IS NULL"
+                        " AND id IN (SELECT value FROM json_each(?))",
+                        (now, f"[{','.join(map(str, ids))}]"),
+                    )
+
+    async def observations(
+        self,
+        *,
+        memory_session_id: str | None = None,
+        project: str | None = None,
+        limit: int = 50,
+    ) -> list[StoredRow]:
+        """Newest stored observations and summaries first, optionally filtered."""
+        conditions = []
+        if memory_session_id is not None:
+            conditions.append("memory_session_id = :sid")
+        if project is not None:
+            conditions.append("project = :project")
+        sql = db.select_stored_rows(conditions, newest_first=True)
+        params = {"sid": memory_session_id, "project": project, "limit": limit}
+        async with self._use() as conn:
+            found = await conn.execute_fetchall(sql, params)
+        return [db.stored_row(row) for row in found]
+
+    async def sessions(self, *, project: str | None = None, limit: int = 50) -> list[SessionRow]:
+        """Sessions with activity, newest first."""
+        where = "" if project is None else "WHERE s.project = :project"
+        sql = db.SELECT_SESSIONS.format(where=where)
+        async with self._use() as conn:
+            found = await conn.execute_fetchall(sql, {"project": project, "limit": limit})
+        return [db.session_row(row) for row in found]
+
+    async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
+        """Kept dropped replies, newest first."""
+        where = "" if include_replayed else "WHERE replayed_at IS NULL"
+        sql = db.SELECT_DROPPED.format(where=where)
+        async with self._use() as conn:
+            found = await conn.execute_fetchall(sql, {"limit": limit})
+        return [db.dropped_row(row) for row in found]
+
+    async def mark_dropped_replayed(self, dropped_id: int) -> None:
+        """Record that a dropped reply was re-parsed and stored."""
+        now = db.iso_utc(self._clock())
+        async with self._transaction() as conn:
+            cursor = await conn.execute(
+                "UPDATE dropped_outputs SET replayed_at = ? WHERE id = ?", (now, dropped_id)
+            )
+            if cursor.rowcount == 0:
+                raise StoreError(f"no dropped output with id {dropped_id} in {self._path}")
+
+    async def counts(self) -> StoreCounts:
+        """Row counts and token totals."""
+        async with self._use() as conn:
+            (row,) = await conn.execute_fetchall(db.SELECT_COUNTS)
+        return StoreCounts(
+            sessions=row[0],
+            observations=row[1],
+            summaries=row[2],
+            prompts=row[3],
+            dropped_outputs=row[4],
+            input_tokens=row[5],
+            cached_input_tokens=row[6],
+            output_tokens=row[7],
+        )
+
+    async def aclose(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        async with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                await conn.close()
+
+    async def _claim_session(self, conn: aiosqlite.Connection, batch: BatchWrite, now: str) -> None:
+        sid = batch.memory_session_id
+        found = list(
+            await conn.execute_fetchall(
+                "SELECT fence FROM sessions WHERE memory_session_id = ?", (sid,)
+            )
+        )
+        if found and found[0][0] > batch.fence:
+            raise StaleFenceError(
+                f"session {sid}: write refused, fence {batch.fence} is older than"
+                f" the stored fence {found[0][0]} (another worker holds the lease)"
+            )
+        await conn.execute(
+            db.UPSERT_SESSION,
+            {
+                "sid": sid,
+                "project": batch.project,
+                "fence": batch.fence,
+                "now": now,
+                "ended_at": now if batch.ended else None,
+                "prompt_counter": max((p.prompt_number for p in batch.prompts), default=0),
+            },
+        )
+
+    @asynccontextmanager
+    async def _use(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The open connection, held exclusively; SQLite errors become StoreError."""
+        async with self._lock:
+            try:
+                yield await self._connection()
+            except sqlite3.Error as e:
+                raise StoreError(f"SQLite {self._path}: {_one_line(e)}") from e
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE)."""
+        async with self._use() as conn:
+            try:
+                # Inside the try: a cancelled BEGIN may still succeed in aiosqlite's thread.
+                await conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                await conn.execute("COMMIT")
+            except BaseException:
+                await rollback(conn)
+                raise
+
+    async def _connection(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            self._conn = await self._open()
+        return self._conn
+
+    async def _open(self) -> aiosqlite.Connection:
+        if sqlite3.sqlite_version_info < _MIN_SQLITE:
+            raise StoreError(f"memq needs SQLite >= 3.35, this Python has {sqlite3.sqlite_version}")
+        try:
+            await asyncio.to_thread(self._path.parent.mkdir, parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the data directory {self._path.parent}: {e.strerror or e}"
+            ) from e
+        try:
+            conn = await aiosqlite.connect(self._path, isolation_level=None)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open SQLite database {self._path}: {_one_line(e)}") from e
+        try:
+            await configure(conn)
+            await migrate_schema(conn, self._path)
+        except sqlite3.DatabaseError as e:
+            await conn.close()
+            raise StoreError(
+                f"cannot use {self._path} as a memq SQLite database: {_one_line(e)}"
+            ) from e
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+
+def _check_one_session(batch: BatchWrite) -> None:
+    sid = batch.memory_session_id
+    lists: tuple[Sequence[_SessionRecord], ...] = (
+        batch.prompts,
+        batch.observations,
+        batch.summaries,
+        batch.dropped,
+        batch.usage,
+    )
+    for records in lists:
+        for record in records:
+            if record.memory_session_id != sid:
+                raise StoreError(
+                    f"a batch for session {sid} holds a record of session"
+                    f" {record.memory_session_id}"
+                )
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
