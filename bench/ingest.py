@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import os
-import platform
+import queue
 import statistics
 import subprocess
 import sys
@@ -26,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis.asyncio as aioredis
 
 import worker.producer as producer_module
+from bench.common import CpuMeter, machine, percentile, private_redis
 from pipeline.events import Event, ToolCall, encode_event
-from tests.support.redis_server import RedisServer
 from worker.producer import Producer, prepare_event
 from worker.settings import Settings
 
@@ -100,7 +99,15 @@ def throughput(url: str, producers: int, count: int, pipelined: bool, scrub: boo
     ]
     for proc in procs:
         proc.start()
-    spans = [results.get(timeout=300) for _ in procs]
+    spans: list[tuple[float, float]] = []
+    while len(spans) < producers:
+        try:
+            spans.append(results.get(timeout=1))
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for proc in procs:
+                    proc.kill()
+                raise SystemExit("a producer process failed (see its traceback above)") from None
     for proc in procs:
         proc.join()
     return producers * count / (max(e for _, e in spans) - min(b for b, _ in spans))
@@ -168,48 +175,26 @@ def post_tool_use(i: int) -> str:
     })  # fmt: skip
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    redis_version = subprocess.run(["redis-server", "--version"], capture_output=True,
-                                   text=True, check=False).stdout.split()[2]  # fmt: skip
-    return (
-        f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
-        f"redis-server {redis_version.removeprefix('v=')}, {platform.system()} {platform.release()}"
-    )
-
-
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="mqbench") as tmp:
-        server = RedisServer(Path(tmp) / "redis").start()
-        try:
-            rows = []
-            for producers in (1, 4):
-                for pipelined, count in ((True, PIPELINED_EVENTS), (False, ONE_BY_ONE_EVENTS)):
-                    for scrub in (True, False):
-                        rate = throughput(server.url, producers, count, pipelined, scrub)
-                        mode = "`publish_many`, pipelined" if pipelined else "`publish`, one by one"
-                        what = "full producer" if scrub else "Redis path only (no scrubbing)"
-                        rows.append(f"| {mode} | {producers} | {what} | {rate:,.0f} events/s |")
-            prep = prepare_cost_us()
-            hook = hook_wall_times(server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use)
-            bare = hook_wall_times(
-                server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use, no_site=True
-            )
-        finally:
-            server.stop()
-    print(f"Machine: {machine()}\n")
+    meter = CpuMeter()
+    with (
+        tempfile.TemporaryDirectory(prefix="mqbench") as tmp,
+        private_redis(Path(tmp) / "redis") as server,
+    ):
+        rows = []
+        for producers in (1, 4):
+            for pipelined, count in ((True, PIPELINED_EVENTS), (False, ONE_BY_ONE_EVENTS)):
+                for scrub in (True, False):
+                    rate = throughput(server.url, producers, count, pipelined, scrub)
+                    mode = "`publish_many`, pipelined" if pipelined else "`publish`, one by one"
+                    what = "full producer" if scrub else "Redis path only (no scrubbing)"
+                    rows.append(f"| {mode} | {producers} | {what} | {rate:,.0f} events/s |")
+        prep = prepare_cost_us()
+        hook = hook_wall_times(server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use)
+        bare = hook_wall_times(
+            server.url, Path(tmp) / "hook", HOOK_RUNS, post_tool_use, no_site=True
+        )
+    print(f"Machine: {machine()}; {meter.report()}\n")
     print("| measurement | producers | path | result |")
     print("|---|---|---|---|")
     for row in rows:

@@ -98,7 +98,7 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     (
         "aws-secret-key",
         _regex(
-            r"(?:[Ss]ecret|SECRET)[_-]?(?:[Aa]ccess|ACCESS)[_-]?(?:[Kk]ey|KEY)[\"']?[ \t]{0,10}"
+            r"(?i:secret[_-]?access[_-]?key)[\"']?[ \t]{0,10}"
             r"[:=]>?[ \t]{0,10}[\"']?(?P<body>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
             _token(min_distinct=8, body_only=True),
         ),
@@ -116,7 +116,10 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     ),
     (
         "stripe-key",
-        _regex(r"[rs]k_(?:live|test)_(?<![\w][rs]k_...._)(?P<body>[A-Za-z0-9]{20,})", _token()),
+        _regex(
+            r"[rs]k_(?:live|test)_(?<![\w][rs]k_...._)(?P<body>[A-Za-z0-9]{20,})",
+            _token(),
+        ),
     ),
     (
         "google-api-key",
@@ -137,7 +140,7 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     (
         "bearer-token",
         _regex(
-            rf"(?:[Bb]earer|BEARER)(?<![{_B64}]......)[ \t]{{1,10}}"
+            rf"(?i:bearer)(?<![{_B64}]......)[ \t]{{1,10}}"
             r"(?P<body>[\w.~+/-]{16,4096}=*)",
             _token(min_distinct=8, digit=True, body_only=True),
         ),
@@ -145,7 +148,7 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     (
         "basic-auth",
         _regex(
-            r"(?:[Aa]uthorization|AUTHORIZATION)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
+            r"(?i:authorization)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
             r"(?:[Bb]asic|BASIC)[ \t]{1,10}(?P<body>[A-Za-z0-9+/]{8,4096}={0,2})",
             _token(min_distinct=4, body_only=True),
         ),
@@ -153,7 +156,7 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     (
         "connection-string-password",
         _regex(
-            r"(?<=[A-Za-z0-9])://[^\s:/@?#'\"]{0,128}:(?P<pw>[^\s@/?#'\"]{1,256})@",
+            r"://(?<=[A-Za-z0-9]://)[^\s:/@?#'\"]{0,128}:(?P<pw>[^\s@/?#'\"]{1,256})@",
             _password_in_url,
         ),
     ),
@@ -176,43 +179,61 @@ def _private_keys(text: str) -> Iterator[_Span]:
         yield m.start(), pos
 
 
-# `name = value` where the name ends in a secret word. The word is found first (a cheap
-# scan), then the name around it and the value after it are checked.
-_ASSIGNMENT = re.compile(
-    r"(?:passw(?:or)?d|pwd|pass(?:phrase)?|secret|token|(?:api|secret|access|private|auth|"
-    r"encryption|signing|master|client|app|session|webhook|service|license|admin|subscription)"
-    r"[_.-]?key)(?P<sep>[\"']?\??[ \t]{0,10}"
-    r"(?::=|=>|=(?!=)|:(?![:/\\]))[ \t]{0,10})",
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", re.ASCII)
+_SECRET_LAST = frozenset(
+    {"password", "passwd", "pwd", "pass", "passphrase", "secret", "token"}
+    | {"apikey", "secretkey", "accesskey", "privatekey", "authkey"}
+)
+_KEY_QUALIFIERS = frozenset(
+    {"api", "secret", "access", "private", "auth", "encryption", "signing", "master"}
+    | {"client", "app", "session", "webhook", "service", "license", "admin", "subscription"}
+)
+
+
+def _is_secret_name(name: str) -> bool:
+    # The secret word must be the name's last part: `DB_PASSWORD`, `apiKey`, `x-auth-token`
+    # are secrets; `PASSWORD_MIN_LENGTH`, `TOKEN_TYPE`, `max_tokens`, `primary_key` are not.
+    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if not parts:
+        return False
+    if parts[-1] in _SECRET_LAST:
+        return True
+    return parts[-1] == "key" and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS
+
+
+# `name = value` where the name's last part is a secret word. The text is searched
+# reversed: there every candidate starts with its separator (`=`, `:`, `>`), which the
+# engine finds fast, and the name runs forward from the secret word.
+_SECRET_WORDS = ("passphrase", "password", "passwd", "pass", "pwd", "secret", "token")
+_ASSIGNMENT_REVERSED = re.compile(
+    r"[=:>](?:(?<==)(?<!==):?|(?<=>)=|(?<=:)(?<![:/\\]:))[ \t]{0,10}\??[\"']?"
+    rf"(?P<name>(?:{'|'.join(w[::-1] for w in _SECRET_WORDS)}"
+    rf"|yek[_.-]?(?:{'|'.join(q[::-1] for q in sorted(_KEY_QUALIFIERS))}))[\w.-]{{0,60}})"
+    r"(?![\w./-])",  # a longer name, or a URL's user part (`//user:pw@`), is no name
     re.IGNORECASE | re.ASCII,
 )
-_NAME_RUN = re.compile(r"[\w.-]*", re.ASCII)
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 # A quoted value, or a bare one that never starts with an opening bracket (a structure)
 # or `#` (a comment) and stops at whitespace, quotes and `&` (a shell cannot hold a bare
 # `&`; in a URL query it starts the next parameter). A bare value is judged on its first
 # 256 characters; an accepted one is then redacted to its end.
 _VALUE = re.compile(
-    r"\"((?:[^\"\\\n]|\\.)*)\"|'((?:[^'\\\n]|\\.)*)'|([^\s'\"`{\[(<&#][^\s'\"`&]{0,255})",
+    r"[ \t]{0,10}(?:\"((?:[^\"\\\n]|\\.)*)\"|'((?:[^'\\\n]|\\.)*)'"
+    r"|([^\s'\"`{\[(<&#][^\s'\"`&]{0,255}))",
     re.ASCII,
 )
 _BARE_REST = re.compile(r"[^\s'\"`&]*", re.ASCII)
 
 
 def _assignments(text: str) -> Iterator[_Span]:
+    size = len(text)
+    candidates = [
+        (size - m.start(), m.group("name")[::-1]) for m in _ASSIGNMENT_REVERSED.finditer(text[::-1])
+    ]
     covered = 0  # a candidate inside an accepted value is part of that value
-    for m in _ASSIGNMENT.finditer(text):
-        if m.start() < covered:
+    for value_at, name in reversed(candidates):
+        if value_at < covered or not _is_secret_name(name):
             continue
-        # The name runs back from the secret word; read the window reversed so that
-        # one anchored match finds it.
-        back = _NAME_RUN.match(text[max(0, m.start() - 65) : m.start()][::-1])
-        name_start = m.start() - (back.end() if back else 0)
-        # Skip a name longer than 64 characters and a URL's user part (`//user:pw@`).
-        if name_start > 0 and (text[name_start - 1] in _NAME_CHARS or text[name_start - 1] == "/"):
-            continue
-        if not _is_secret_name(text[name_start : m.start("sep")]):
-            continue
-        value = _VALUE.match(text, m.end())
+        value = _VALUE.match(text, value_at)
         if value is None:
             continue
         bare = value.group(3) is not None
@@ -289,50 +310,32 @@ def redact_value(value: object) -> object:
     if isinstance(value, list):
         return [redact_value(item) for item in value]
     if isinstance(value, dict):
-        return {
-            (redact_secrets(k) if isinstance(k, str) else k): _redact_member(k, v)
-            for k, v in value.items()
-        }
+        return dict(_redact_member(k, v) for k, v in value.items())
     return value
 
 
-def _redact_member(key: object, value: object) -> object:
-    if not isinstance(key, str) or not _is_secret_name(key):
-        return redact_value(value)
+def _redact_member(key: object, value: object) -> tuple[object, object]:
+    if not isinstance(key, str):
+        return key, redact_value(value)
+    key = redact_secrets(key)
+    # Judge the redacted key without its markers, so a second pass judges it the same.
+    if not _is_secret_name(_MARKER.sub(" ", key)):
+        return key, redact_value(value)
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return redact_value(value)
+        return key, redact_value(value)
     text = str(value)
     if _is_placeholder(text, bare=False):
-        return value
+        return key, value
     matches = find_secrets(text)
     whole = len(matches) == 1 and (matches[0].start, matches[0].end) == (0, len(text))
-    return _marker(matches[0].kind if whole else "password-assignment")
+    return key, _marker(matches[0].kind if whole else "password-assignment")
+
+
+_MARKER = re.compile(r"\[REDACTED:[a-z-]+\]")
 
 
 def _marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
-
-
-_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", re.ASCII)
-_SECRET_LAST = frozenset(
-    {"password", "passwd", "pwd", "pass", "passphrase", "secret", "token"}
-    | {"apikey", "secretkey", "accesskey", "privatekey", "authkey"}
-)
-_KEY_QUALIFIERS = frozenset(
-    {"api", "secret", "access", "private", "auth", "encryption", "signing", "master"}
-    | {"client", "app", "session", "webhook", "service", "license", "admin", "subscription"}
-)
-
-
-def _is_secret_name(name: str) -> bool:
-    # The secret word must be the name's last part: `DB_PASSWORD`, `apiKey`, `x-auth-token`
-    # are secrets; `PASSWORD_MIN_LENGTH`, `TOKEN_TYPE`, `max_tokens`, `primary_key` are not.
-    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
-    if not parts:
-        return False
-    if parts[-1] in _SECRET_LAST:
-        return True
-    return parts[-1] == "key" and len(parts) > 1 and parts[-2] in _KEY_QUALIFIERS
 
 
 _PLACEHOLDERS = frozenset(

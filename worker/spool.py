@@ -84,6 +84,15 @@ class Spool:
         with self._append_lock():
             return self._append_locked(events)
 
+    def try_append(self, events: Sequence[Event]) -> bool:
+        """Append unless another thread or process holds the append lock (never waits)."""
+        try:
+            with self._append_lock(blocking=False):
+                self._append_locked(events)
+        except BlockingIOError:
+            return False
+        return True
+
     def append_then_flush(
         self, events: Sequence[Event], producer: Publisher, *, deadline: float | None = None
     ) -> FlushResult | None:
@@ -237,12 +246,12 @@ class Spool:
             return 0
 
     @contextlib.contextmanager
-    def _append_lock(self) -> Iterator[None]:
+    def _append_lock(self, *, blocking: bool = True) -> Iterator[None]:
         # Held only for an append or a rename, never while Redis is being waited on.
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.directory / "append.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
             yield
         finally:
             os.close(fd)

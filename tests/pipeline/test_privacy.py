@@ -166,9 +166,11 @@ def test_megabyte_adversarial_inputs_strip_in_linear_time(text: str) -> None:
 
 
 _FRAGMENTS = st.sampled_from(
-    ["<private>", "</private>", "<PRIVATE a='1'>", "<private/>", "<priv", "ate>", "<", ">"]
-    + ["</system-reminder>", "<system-reminder>", "<memq-context>", "</memq-context>"]
-    + ["x", " ", "\n", "secret", "/", "-notes>"]
+    [
+        *("<private>", "</private>", "<PRIVATE a='1'>", "<private/>", "<priv", "ate>", "<", ">"),
+        *("</system-reminder>", "<system-reminder>", "<memq-context>", "</memq-context>"),
+        *("x", " ", "\n", "secret", "/", "-notes>"),
+    ]
 )
 _TEXT = st.one_of(st.text(max_size=60), st.lists(_FRAGMENTS, max_size=30).map("".join))
 

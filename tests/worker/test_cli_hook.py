@@ -153,6 +153,19 @@ async def test_a_black_hole_redis_costs_under_a_second_and_the_event_is_spooled(
     assert Spool(tmp_path / "spool", 1 << 30).status().events == 1
 
 
+async def test_past_its_time_budget_the_hook_spools_the_event_and_exits(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    with black_hole() as url:  # and a Redis timeout longer than the hook may take
+        done, elapsed = _hook(
+            _payload("post_tool_use.json"), tmp_path, url, MEMQ_HOOK_REDIS_TIMEOUT_MS="5000"
+        )
+    assert (done.returncode, done.stdout) == (0, "")
+    assert elapsed < 1.0
+    assert done.stderr.startswith("memq hook: gave up after 1 s so the agent is not held up; 1 ")
+    assert Spool(tmp_path / "spool", 1 << 30).status().events == 1
+
+
 async def test_secrets_and_private_content_reach_neither_redis_nor_the_spool(
     tmp_path: Path, redis_url: str, redis: aioredis.Redis
 ) -> None:

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from pipeline.errors import EventDecodeError
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, decode_event, encode_event
 from tests.support.ingest import stored_bytes
-from worker.errors import BackpressureError
+from worker.errors import BackpressureError, RedisUnavailableError
 from worker.keys import Keys
 from worker.producer import (
     Producer,
@@ -294,3 +294,48 @@ def test_a_small_field_stays_whole_beside_a_big_one() -> None:
 def test_malformed_events_are_rejected_with_a_reason(event: Event, reason: str) -> None:
     with pytest.raises(EventDecodeError, match=reason):
         prepare_event(event, Settings(max_event_bytes=16_384))
+
+
+def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import worker.producer as producer_module
+    import worker.scheduling as scheduling_module
+    from worker.scheduling import Scheduler
+
+    monkeypatch.setattr(scheduling_module, "now_ms", lambda: 1_700_000_000_000)
+    monkeypatch.setattr(producer_module, "now_ms", lambda: 1_700_000_000_000)
+    raw = encode_event(EVENTS[1])
+    scheduler = Scheduler(aioredis.Redis(), Keys("t"))
+    keys, args = scheduler.publish_args(
+        "s1",
+        "t1",
+        raw,
+        dedupe_ttl_s=settings.dedupe_window_s,
+        max_pending=settings.max_pending_per_session,
+    )
+    with SyncProducer.connect(settings) as sync:
+        command = sync._command(EVENTS[1], raw)
+    assert command[:3] == ["EVALSHA", producer_module._PUBLISH_SHA, len(keys)]
+    assert command[3:] == [*keys, *args]
+
+
+async def test_sync_producer_honours_credentials_and_database_in_the_url(
+    redis: aioredis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    await redis.execute_command("ACL", "SETUSER", "memq-test", "on", ">s3cret", "~*", "+@all")
+    try:
+        url = redis_url.replace("redis://", "redis://memq-test:s3cret@").replace("/0", "/3")
+        settings = Settings(redis_url=url, data_dir=str(tmp_path), prefix="t")
+        with SyncProducer.connect(settings) as sync:
+            sync.publish(EVENTS[0])
+        db3 = aioredis.Redis.from_url(redis_url.replace("/0", "/3"))
+        assert await db3.xlen(Keys("t").events("s1")) == 1
+        await db3.flushdb()
+        await db3.aclose()
+        wrong = msgspec.structs.replace(settings, redis_url=url.replace("s3cret", "nope"))
+        with pytest.raises(RedisUnavailableError, match=r"memq-test:\*\*\*@.* refused") as e:
+            SyncProducer.connect(wrong)
+        assert "nope" not in str(e.value)
+    finally:
+        await redis.execute_command("ACL", "DELUSER", "memq-test")

@@ -31,10 +31,12 @@ if TYPE_CHECKING:
     import typer
 
 HOOK_BUDGET_S = 1.0
-# Work (starting the managed Redis, flushing the spool) stops here, leaving time to exit.
-_WORK_BUDGET_S = 0.6
-# The process started ~50 ms before main_fast runs; the watchdog fires before 1 s overall.
-_WATCHDOG_S = 0.85
+# Both counted from the process's start. Work (starting the managed Redis, flushing the
+# spool) stops at the first; the watchdog spools what is in flight and exits at the second.
+_WORK_BUDGET_S = 0.65
+_WATCHDOG_S = 0.9
+# On a machine so loaded that importing took the whole budget, still try briefly.
+_MIN_WATCHDOG_S = 0.2
 
 
 def register(app: typer.Typer) -> None:
@@ -51,21 +53,39 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group)
 
 
+class InFlight:
+    """Events prepared but not yet published or spooled: the watchdog spools them on timeout."""
+
+    __slots__ = ("events", "spool")
+
+    def __init__(self) -> None:
+        self.events: Sequence[Event] = ()
+        self.spool: Spool | None = None
+
+
 def main_fast() -> int:
     """The console-script fast path for `memq hook claude-code`."""
-    started = time.monotonic()
-    watchdog = threading.Timer(_WATCHDOG_S, _give_up)
+    started = time.monotonic() - _process_age_s()
+    in_flight = InFlight()
+    delay = max(_MIN_WATCHDOG_S, started + _WATCHDOG_S - time.monotonic())
+    watchdog = threading.Timer(delay, _give_up, args=(in_flight,))
     watchdog.daemon = True
     watchdog.start()
-    code = run_claude_code_hook(sys.stdin.buffer, os.environ, started=started)
+    code = run_claude_code_hook(sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
     watchdog.cancel()
     return code
 
 
-def run_claude_code_hook(stdin: BinaryIO, environ: Mapping[str, str], *, started: float) -> int:
+def run_claude_code_hook(
+    stdin: BinaryIO,
+    environ: Mapping[str, str],
+    *,
+    started: float,
+    in_flight: InFlight | None = None,
+) -> int:
     """Read one hook payload, publish its events (or spool them); always returns 0."""
     try:
-        _record(stdin.read(), environ, deadline=started + _WORK_BUDGET_S)
+        _record(stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
     except (HookPayloadError, PipelineError, ConfigError) as e:
         _log(f"nothing recorded: {e}")
     except Exception as e:  # the agent host must never see a failing hook
@@ -73,7 +93,7 @@ def run_claude_code_hook(stdin: BinaryIO, environ: Mapping[str, str], *, started
     return 0
 
 
-def _record(raw: bytes, environ: Mapping[str, str], *, deadline: float) -> None:
+def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
     settings = _settings(environ)
     payload = decode_payload(raw)
     project = resolve_project(payload.cwd or os.getcwd(), settings.project)
@@ -81,11 +101,13 @@ def _record(raw: bytes, environ: Mapping[str, str], *, deadline: float) -> None:
         payload, project=project, host=socket.gethostname(), now=datetime.now(UTC)
     )
     if events:
-        _deliver([prepare_event(e, settings) for e in events], settings, deadline)
+        in_flight.spool = Spool.from_settings(settings)
+        in_flight.events = [prepare_event(e, settings) for e in events]
+        _deliver(in_flight.events, settings, deadline, in_flight.spool)
+        in_flight.events = ()
 
 
-def _deliver(events: Sequence[Event], settings: Settings, deadline: float) -> None:
-    spool = Spool.from_settings(settings)
+def _deliver(events: Sequence[Event], settings: Settings, deadline: float, spool: Spool) -> None:
     try:
         producer = SyncProducer.connect(
             settings,
@@ -127,8 +149,24 @@ def _settings(environ: Mapping[str, str]) -> Settings:
     return load_settings(environ, file_values)
 
 
-def _give_up() -> None:
-    _log(f"gave up after {HOOK_BUDGET_S:g} s so the agent is not held up; event not recorded")
+def _process_age_s() -> float:
+    """Seconds since this process started (interpreter start and imports included)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime_s - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.1  # no /proc: a typical start-up time
+
+
+def _give_up(in_flight: InFlight) -> None:
+    # Spooling an event the main thread was still publishing is harmless: the flush
+    # deduplicates by event id. A spool locked by the main thread is not waited for.
+    spool, events = in_flight.spool, in_flight.events
+    outcome = "nothing recorded"
+    if spool is not None and events and spool.try_append(events):
+        outcome = f"{len(events)} event(s) spooled in {spool.path}"
+    _log(f"gave up after {HOOK_BUDGET_S:g} s so the agent is not held up; {outcome}")
     sys.stderr.flush()
     os._exit(0)
 

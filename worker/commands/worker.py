@@ -10,8 +10,9 @@ from worker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
-    """Add `memq worker`."""
+    """Add `memq worker` and `memq up`."""
     app.command("worker")(worker)
+    app.command("up")(up)
 
 
 def worker(
@@ -47,3 +48,21 @@ async def run_worker(settings: Settings, *, burst: bool, concurrency: int | None
             await w.close()
     finally:
         await redis.aclose()
+
+
+def up() -> None:
+    """Everything on one machine with embedded defaults: managed redis-server, SQLite, a worker.
+
+    The live web UI joins here once it exists (see the README's limits).
+    """
+    import sys
+
+    from worker.commands.context import exit_codes, settings_from_environment
+    from worker.logs import configure_logging
+
+    with exit_codes():
+        settings = settings_from_environment()
+        configure_logging(settings.log_format)
+        where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
+        print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
+        asyncio.run(run_worker(settings, burst=False, concurrency=None))

@@ -1,0 +1,176 @@
+"""Shared bench helpers: machine line, CPU noise, markdown tables, private Redis, fake observer."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support.redis_server import RedisServer
+
+REPO = Path(__file__).resolve().parent.parent
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def machine() -> str:
+    """One line naming the CPU, Python, redis-server and kernel."""
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        done = subprocess.run(
+            ["redis-server", "--version"], capture_output=True, text=True, check=False
+        )
+        redis_version = done.stdout.split()[2].removeprefix("v=")
+    except (OSError, IndexError):
+        redis_version = "unknown"
+    return (
+        f"{os.cpu_count()} CPUs ({model}), Python {platform.python_version()}, "
+        f"redis-server {redis_version}, {platform.system()} {platform.release()}"
+    )
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The p-th percentile (nearest rank) of values; NaN when there are none."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A markdown table; numbers right-aligned."""
+    align = [
+        "---:" if rows and isinstance(rows[0][i], int | float) else "---"
+        for i in range(len(headers))
+    ]
+    lines = [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(align) + "|",
+        *("| " + " | ".join(_cell(v) for v in row) + " |" for row in rows),
+    ]
+    return "\n".join(lines)
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _busy_seconds() -> float:
+    # /proc/stat's first line: user nice system idle iowait irq softirq steal ...
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / _CLOCK_TICKS
+
+
+def _own_seconds(live_children: Sequence[int]) -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    done = resource.getrusage(resource.RUSAGE_CHILDREN)  # children already waited for
+    total = own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
+    for pid in live_children:
+        try:
+            parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(parts[11]) + int(parts[12])) / _CLOCK_TICKS  # utime, stime
+    return total
+
+
+class CpuMeter:
+    """How busy the machine was while the bench ran, split into ours and everyone else's."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.load_before = os.getloadavg()[0]
+        self._busy0 = _busy_seconds()
+        self._own0 = _own_seconds(())
+
+    def report(self, live_children: Sequence[int] = ()) -> str:
+        """One line: average CPUs used by other processes and by the bench's own processes."""
+        wall = time.monotonic() - self.started
+        busy = _busy_seconds() - self._busy0
+        own = _own_seconds(live_children) - self._own0
+        others = max(0.0, busy - own)
+        return (
+            f"over {wall:.0f} s the bench's processes used {own / wall:.2f} CPUs on average and "
+            f"other processes {others / wall:.2f} CPUs (of {os.cpu_count()}); load average "
+            f"{self.load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
+        )
+
+
+@contextmanager
+def private_redis(workdir: Path) -> Iterator[RedisServer]:
+    """A redis-server on a free loopback port (never 6379), stopped afterwards."""
+    server = RedisServer(workdir).start()
+    if server.port == 6379:
+        server.stop()
+        raise RuntimeError("refusing to bench against port 6379 (the shared Redis)")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# The fake observer gets a process of its own, so its HTTP threads never compete for the
+# bench's GIL (which would inflate the latencies the bench measures).
+_SERVE_OBSERVER = """
+import sys
+from tests.support.fake_observer import FakeObserver
+fake = FakeObserver()
+print(fake.url, flush=True)
+sys.stdin.read()
+fake.close()
+"""
+
+
+class ObserverProcess:
+    """The loopback fake observer (instant `deterministic_reply`) running in a child process."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+
+@contextmanager
+def fake_observer() -> Iterator[ObserverProcess]:
+    """Start the fake observer in its own process; stopped afterwards."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVE_OBSERVER],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdin is not None
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http://"):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("the fake observer process did not start (see its stderr above)")
+    try:
+        yield ObserverProcess(proc, url)
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

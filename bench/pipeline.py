@@ -1,0 +1,318 @@
+"""Pipeline benchmark: CPU per tool call (prompt + parse + hash), adversarial parses, scrubbing.
+
+Run from the repository root: `.venv/bin/python bench/pipeline.py` (about a minute). Prints
+markdown tables and the machine. Targets (issue 2): <= 40 µs per 2 KB event; adversarial
+parse time linear (16 MB <= 20x the 1 MB time) and under 1 s at 16 MB.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.classify import classify_observer_output
+from pipeline.content_hash import compute_observation_content_hash
+from pipeline.events import ToolCall
+from pipeline.framing import render_tool_field
+from pipeline.modes import Mode, load_mode
+from pipeline.parser import parse_agent_xml
+from pipeline.privacy import strip_private_tags
+from pipeline.prompts import build_observation_prompt
+from pipeline.redact import redact_secrets
+
+SIZES = (200, 2_000, 20_000, 200_000)
+VARIANTS = 8  # events per (size, kind): different text, so no cache flatters a row
+ADVERSARIAL_MB = (1, 4, 16)
+SESSION = "bench-session-0001"
+_T0 = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
+_WORDS = (
+    "cart order user item price total discount coupon stream entry batch session cache "
+    "token limit retry payload record queue worker event handler config client result"
+).split()
+
+
+# Realistic tool outputs, each `size` characters of text --------------------------------------
+
+
+def _ident(rng: random.Random, parts: int = 2) -> str:
+    return "_".join(rng.choice(_WORDS) for _ in range(parts))
+
+
+def python_source(rng: random.Random, size: int) -> str:
+    lines = ['"""Shopping cart pricing rules."""', "", "from __future__ import annotations", ""]
+    while sum(map(len, lines)) + len(lines) < size:
+        name, arg = _ident(rng), _ident(rng, 1)
+        lines += [
+            "",
+            f"def {name}({arg}: dict[str, Any], *, limit: int = {rng.randint(1, 500)}) -> float:",
+            f'    """Return the {rng.choice(_WORDS)} of a {rng.choice(_WORDS)} after rules."""',
+            f"    if not {arg} or limit <= 0:",
+            f"        raise ValueError(f'empty {arg}: {{limit!r}}')",
+            f"    total = sum(x['{rng.choice(_WORDS)}'] * x.get('qty', 1) for x in {arg}.values())",
+            f"    return round(total * (1 - {rng.random():.2f}) if total > limit else total, 2)",
+        ]
+    return "\n".join(lines)[:size]
+
+
+def grep_output(rng: random.Random, size: int) -> str:
+    out: list[str] = []
+    while sum(map(len, out)) < size:
+        path = f"src/{_ident(rng, 1)}/{_ident(rng)}.py"
+        code = f"{_ident(rng)} = {rng.choice(_WORDS)}.get('{_ident(rng, 1)}') or {{}}"
+        out.append(f"{path}:{rng.randint(1, 900)}:    {code}\n")
+    return "".join(out)[:size]
+
+
+def pytest_output(rng: random.Random, size: int) -> str:
+    out = ["============================= test session starts ==============================\n",
+           "platform linux -- Python 3.11.7, pytest-9.2.0, pluggy-1.6.0\n",
+           "rootdir: /home/dev/shop\ncollected 412 items\n\n"]  # fmt: skip
+    while sum(map(len, out)) < size:
+        test = f"tests/test_{_ident(rng, 1)}.py::test_{_ident(rng, 3)}"
+        if rng.random() < 0.9:
+            out.append(f"{test} PASSED{' ' * 12}[{rng.randint(1, 99):3d}%]\n")
+        else:
+            out.append(
+                f"{test} FAILED\n\n    def test_total():\n>       assert cart.total() == 90\n"
+                f"E       AssertionError: assert 100.0 == 90\nE        +  where 100.0 = "
+                f"<bound method Cart.total of <Cart items=3>>()\n\ntests/test_cart.py:"
+                f"{rng.randint(1, 300)}: AssertionError\n"
+            )
+    return "".join(out)[:size]
+
+
+def json_output(rng: random.Random, size: int) -> str:
+    records: list[dict[str, Any]] = []
+    text = "[]"
+    while len(text) < size:
+        records.append({
+            "id": rng.randint(1, 10**9), "sku": f"SKU-{rng.randint(1000, 9999)}",
+            "name": f"{rng.choice(_WORDS).title()} {rng.choice(_WORDS)}",
+            "price": round(rng.uniform(1, 500), 2), "tags": rng.sample(_WORDS, 3),
+            "in_stock": rng.random() < 0.7, "updated_at": "2025-03-14T09:26:53Z",
+        })  # fmt: skip
+        text = json.dumps({"items": records, "next": None})
+    return text  # a JSON value: the tool output stays parseable, a little over `size`
+
+
+def corpus(size: int) -> list[tuple[ToolCall, str]]:
+    """Tool calls as the Claude Code hook sends them, each with a plausible observer reply."""
+    rng = random.Random(size)
+    events: list[tuple[ToolCall, str]] = []
+    for n in range(VARIANTS):
+        path = f"/home/dev/shop/src/{_ident(rng, 1)}/{_ident(rng)}.py"
+        shapes: list[tuple[str, Any, Any]] = [
+            ("Read", {"file_path": path},
+             {"type": "text", "file": {"filePath": path, "content": python_source(rng, size),
+                                       "numLines": size // 40, "startLine": 1}}),
+            ("Grep", {"pattern": _ident(rng), "path": "src", "output_mode": "content", "-n": True},
+             {"mode": "content", "numFiles": 7, "filenames": [],
+              "content": grep_output(rng, size), "numLines": size // 60}),
+            ("Bash", {"command": "pytest -q tests/", "timeout": 120000},
+             {"stdout": pytest_output(rng, size), "stderr": "", "interrupted": False}),
+            ("mcp__shop__list_items", {"limit": 50, "cursor": None}, json_output(rng, size)),
+        ]  # fmt: skip
+        for k, (tool, tool_input, output) in enumerate(shapes):
+            call = ToolCall(
+                event_id=f"evt-{size}-{n}-{k}", memory_session_id=SESSION, project="shop",
+                occurred_at=_T0 + timedelta(seconds=n * 4 + k), tool_name=tool,
+                tool_input=tool_input, tool_output=output, cwd="/home/dev/shop",
+                tool_use_id=f"toolu_{size}_{n}_{k}",
+            )  # fmt: skip
+            events.append((call, observer_reply(rng, path, observations=1 + (n + k) % 2)))
+    return events
+
+
+def observer_reply(rng: random.Random, path: str, observations: int) -> str:
+    """What an LLM typically answers: 1-2 observations, a few facts, entities, sometimes a fence."""
+    blocks = []
+    for _ in range(observations):
+        name = _ident(rng)
+        facts = "\n".join(
+            f"    <fact>{name}() returns {rng.choice(_WORDS)} &lt; limit when the "
+            f"{rng.choice(_WORDS)} is empty &amp; the {rng.choice(_WORDS)} cache is cold</fact>"
+            for _ in range(rng.randint(2, 5))
+        )
+        blocks.append(
+            f"<observation>\n  <type>{rng.choice(('discovery', 'bugfix', 'change', 'feature'))}"
+            f"</type>\n  <title>{name.replace('_', ' ').capitalize()} applies the discount twice"
+            f"</title>\n  <subtitle>Found while reading {Path(path).name}</subtitle>\n  <facts>\n"
+            f"{facts}\n  </facts>\n  <narrative>The agent read {path} and found that {name}() "
+            f"sums the {rng.choice(_WORDS)} before the limit check, so orders over the limit get "
+            f"the discount applied twice; the tests in tests/test_cart.py only cover totals "
+            f"under the limit, which is why the bug went unnoticed.</narrative>\n  <concepts>\n"
+            f"    <concept>problem-solution</concept>\n    <concept>gotcha</concept>\n"
+            f"  </concepts>\n  <files_read>\n    <file>{path}</file>\n  </files_read>\n"
+            f"  <files_modified>\n  </files_modified>\n</observation>"
+        )
+    reply = "\n".join(blocks)
+    return f"```xml\n{reply}\n```" if rng.random() < 0.2 else reply
+
+
+# Measurement ---------------------------------------------------------------------------------
+
+
+def pipeline_row(mode: Mode, size: int, budget_s: float) -> tuple[float, float, float, float]:
+    """Median µs per event of prompt, parse, hash, and the three together."""
+    events = corpus(size)
+    types = mode.type_ids
+    stages: tuple[list[float], list[float], list[float], list[float]] = ([], [], [], [])
+    clock = time.perf_counter
+    gc.collect()
+    deadline = clock() + budget_s
+    rounds = 0
+    while rounds < 3 or (clock() < deadline and rounds < 400):
+        rounds += 1
+        for call, reply in events:
+            t0 = clock()
+            build_observation_prompt(call, mode=mode)
+            t1 = clock()
+            parsed = parse_agent_xml(reply, valid_types=types)
+            t2 = clock()
+            for o in parsed.observations:
+                compute_observation_content_hash(SESSION, o.title, o.narrative, o.facts)
+            t3 = clock()
+            for stage, took in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
+                stage.append(took)
+        if not parsed.valid:
+            raise SystemExit(f"corpus reply did not parse: {parsed.reason}")
+    medians = [statistics.median(s) * 1e6 for s in stages]
+    return medians[0], medians[1], medians[2], medians[3]
+
+
+def adversarial(mb: int) -> dict[str, str]:
+    """Replies built to hurt a parser, each `mb` MiB."""
+    n = mb << 20
+
+    def fill(unit: str, head: str = "", tail: str = "") -> str:
+        return head + unit * ((n - len(head) - len(tail)) // len(unit)) + tail
+
+    obs = "<observation><type>bugfix</type><title>t</title>"
+    return {
+        "unclosed tags": fill("<observation><title>x<facts><fact>y<concepts>"),
+        "`<observation>` openers only": fill("<observation>"),
+        "openers, one close at the end": fill("<observation>", tail="</observation>"),
+        "deep nesting `<a><a>…`": fill("<a>", head=obs, tail="</observation>"),
+        "nested `<observation>` pairs": fill("<observation>", tail="</observation>" * 1000),
+        "many `<fact>` in one observation": fill(
+            "<fact>a fact</fact>", head=obs + "<facts>", tail="</facts></observation>"
+        ),
+        "entity flood in a field": fill(
+            "&amp;&lt;&#60;&#x1F600;", head=obs + "<narrative>", tail="</narrative></observation>"
+        ),
+        "unclosed attribute `<observation a=…`": fill("a=b ", head="<observation "),
+        "`<skip_summary` + whitespace": fill("<skip_summary" + " " * 50),
+        "unclosed CDATA / comments": fill("<![CDATA[<!--<observation>", head=obs),
+        "prose flood (no tags)": fill("You have hit the usage limit for claude, reset soon. "),
+    }
+
+
+def best_of(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def adversarial_rows(types: tuple[str, ...]) -> list[tuple[str, str, list[float]]]:
+    rows: list[tuple[str, str, list[float]]] = []
+    inputs = {mb: adversarial(mb) for mb in ADVERSARIAL_MB}
+    for name in inputs[1]:
+        for label, fn in (
+            ("`parse_agent_xml`", lambda t: parse_agent_xml(t, valid_types=types)),
+            ("`classify_observer_output`", classify_observer_output),
+        ):
+            times = [
+                best_of(lambda t=inputs[mb][name], f=fn: f(t), 3 if mb < 16 else 2)  # type: ignore[misc]
+                for mb in ADVERSARIAL_MB
+            ]
+            rows.append((name, label, times))
+    return rows
+
+
+def scrub_rows() -> list[tuple[str, str, float, float]]:
+    """Median µs of each producer scrub over the rendered text of the corpus's outputs."""
+    rows = []
+    for fn_name, fn in (("redact_secrets", redact_secrets), ("strip_private_tags", strip_private_tags)):
+        for kind in ("Read", "Grep", "Bash", "mcp__shop__list_items"):
+            per_size = []
+            for size in (2_000, 200_000):
+                texts = [render_tool_field(c.tool_output) for c, _ in corpus(size) if c.tool_name == kind]
+                reps = 60 if size < 10_000 else 4
+                samples = []
+                for _ in range(reps):
+                    for text in texts:
+                        started = time.perf_counter()
+                        fn(text)
+                        samples.append(time.perf_counter() - started)
+                per_size.append(statistics.median(samples) * 1e6)
+            rows.append((f"`{fn_name}`", kind, per_size[0], per_size[1]))
+    return rows
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    nproc = len(os.sched_getaffinity(0))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return (
+        f"nproc {nproc}, {model}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()} (load average at start: {load})"
+    )
+
+
+def main() -> None:
+    started = time.perf_counter()
+    mode = load_mode("code")
+    print(f"Machine: {machine()}\n")
+    print("Realistic corpus: median µs per event (4 tool kinds x 8 variants per size)\n")
+    print("| tool output | prompt build | parse reply | hash | total | target |")
+    print("|---|---:|---:|---:|---:|---|")
+    for size in SIZES:
+        prompt, parse, hashing, total = pipeline_row(mode, size, 2.5)
+        target = (" ≤ 40 µs " + ("✅" if total <= 40 else "❌")) if size == 2_000 else ""
+        label = f"{size / 1000:g} KB" if size >= 1000 else f"{size} B"
+        print(f"| {label} | {prompt:.1f} | {parse:.1f} | {hashing:.1f} | {total:.1f} |{target} |")
+
+    print("\nAdversarial replies: best-of-3 seconds (best-of-2 at 16 MiB)\n")
+    print("| input | function | 1 MiB | 4 MiB | 16 MiB | 16/1 ratio | target |")
+    print("|---|---|---:|---:|---:|---:|---|")
+    for name, label, (t1, t4, t16) in adversarial_rows(mode.type_ids):
+        ratio = t16 / t1 if t1 else float("inf")
+        ok = ratio <= 20 and t16 < 1
+        print(
+            f"| {name} | {label} | {t1:.4f} | {t4:.4f} | {t16:.4f} | {ratio:.1f}x "
+            f"| {'✅' if ok else '❌'} |"
+        )
+
+    print("\nProducer scrubbing: median µs per tool output (rendered text)\n")
+    print("| function | tool | 2 KB | 200 KB |")
+    print("|---|---|---:|---:|")
+    for fn_name, kind, small, large in scrub_rows():
+        print(f"| {fn_name} | {kind} | {small:.1f} | {large:.1f} |")
+    print(f"\n(ran in {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
