@@ -80,17 +80,20 @@ def _busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / _CLOCK_TICKS
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a live process has used (0 when it is gone)."""
+    try:
+        parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(parts[11]) + int(parts[12])) / _CLOCK_TICKS  # utime, stime
+
+
 def _own_seconds(live_children: Sequence[int]) -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     done = resource.getrusage(resource.RUSAGE_CHILDREN)  # children already waited for
     total = own.ru_utime + own.ru_stime + done.ru_utime + done.ru_stime
-    for pid in live_children:
-        try:
-            parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(parts[11]) + int(parts[12])) / _CLOCK_TICKS  # utime, stime
-    return total
+    return total + sum(process_cpu_s(pid) for pid in live_children)
 
 
 class CpuMeter:

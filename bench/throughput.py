@@ -38,6 +38,7 @@ from bench.common import (
     markdown_table,
     percentile,
     private_redis,
+    process_cpu_s,
 )
 from pipeline.events import ToolCall
 from worker.keys import Keys
@@ -62,6 +63,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     latency_s: float
     latency_fraction: float
     latency_sessions: int
+    workdir: str | None
 
 
 class Throughput(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,14 @@ class Tokens:
     def take(self) -> int:
         self.next += 1
         return self.next
+
+
+_STARTED = time.monotonic()
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries only the tables)."""
+    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def tool_call(session: str, n: int, token: int, output_chars: int) -> ToolCall:
@@ -147,7 +157,7 @@ def worker_env(
         "MEMQ_BATCH_WAIT_MS": str(cfg.batch_wait_ms),
         "MEMQ_BATCH_MAX_EVENTS": str(batch),
         "MEMQ_CONCURRENCY": str(cfg.concurrency),
-        "PYTHONPYCACHEPREFIX": str(data_dir.parent / "pycache"),
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
@@ -177,16 +187,25 @@ class Workers:
                 tail = log.read_text()[-2000:]
                 raise SystemExit(f"memq worker exited with {proc.returncode}:\n{tail}")
 
-    def stop(self) -> None:
+    def cpu_seconds(self) -> float:
+        """User + system CPU the live worker processes have used so far."""
+        return sum(process_cpu_s(pid) for pid in self.pids)
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """SIGTERM, then SIGKILL after grace_s; returns how many needed the SIGKILL."""
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
+        killed = 0
+        deadline = time.monotonic() + grace_s
         for proc in self.procs:
             try:
-                proc.wait(40)
+                proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                killed += 1
+        return killed
 
 
 async def stored(client: aioredis.Redis) -> int:
@@ -324,9 +343,11 @@ async def run_config(
         warm = interleaved(f"{name}-warm", cfg.concurrency * processes, 2, tokens, cfg.output_chars)
         await producer.publish_many(warm)
         await wait_stored(client, len(warm), workers, timeout_s=120)
+        progress(f"{name}: workers up and warm")
 
         events = interleaved(f"{name}-tp", cfg.sessions, cfg.calls, tokens, cfg.output_chars)
         publish_s, seconds = await drain_backlog(producer, client, workers, events)
+        progress(f"{name}: drained {len(events)} events in {seconds:.2f} s")
         latency = None
         if cfg.latency_s > 0:
             rate = cfg.latency_fraction * len(events) / seconds
@@ -343,9 +364,11 @@ async def run_config(
         bad = await failures(client)
         if bad:
             print(f"warning: {name}: outcomes other than stored: {bad}", file=sys.stderr)
+        progress(f"{name}: latency run done")
     finally:
         workers.stop()
         await client.aclose()
+        progress(f"{name}: workers stopped")
     if stored_in_sqlite(data_dir, f"{name}-tp") != len(events):
         raise SystemExit(f"{name}: SQLite holds fewer processed events than were counted stored")
     throughput = Throughput(
@@ -428,6 +451,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--latency-seconds", type=float, default=8, help="0 skips the latency runs")
     p.add_argument("--latency-fraction", type=float, default=0.5, help="of the drain rate")
     p.add_argument("--latency-sessions", type=int, default=200)
+    p.add_argument("--workdir", help="parent of the temporary directory (default: the system's)")
     a = p.parse_args(argv)
     return Config(
         sessions=a.sessions,
@@ -440,6 +464,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         latency_s=a.latency_seconds,
         latency_fraction=a.latency_fraction,
         latency_sessions=a.latency_sessions,
+        workdir=a.workdir,
     )
 
 
@@ -461,7 +486,7 @@ async def run(
 def main() -> None:
     cfg = parse_args()
     meter = CpuMeter()
-    with tempfile.TemporaryDirectory(prefix="mqbench") as name:
+    with tempfile.TemporaryDirectory(prefix="mqbench", dir=cfg.workdir) as name:
         tmp = Path(name)
         with private_redis(tmp / "redis") as server, fake_observer() as observer:
             assert server.proc is not None

@@ -112,13 +112,18 @@ def _drop_fusable_tail(out: list[str], open_lts: list[tuple[int, int]]) -> None:
         last = len(parts) - 1
         follow = _head_of(out, index + 1, _HEAD_LEN)
         k = last
-        while k > 0:
-            # An empty part (`<<`) can always grow into a tag: skip the check.
-            if parts[k] or k == last:
-                head = parts[k][:_HEAD_LEN] + follow if k == last else parts[k][:_HEAD_LEN]
-                if not _may_become_opener(head[: _HEAD_LEN - 1]):
-                    break
+        if k and _may_become_opener((parts[k][:_HEAD_LEN] + follow)[: _HEAD_LEN - 1]):
             k -= 1
+            verdicts: dict[str, bool] = {}
+            while k:
+                if parts[k]:  # an empty part (`<<`) can always grow into a tag
+                    head = parts[k][: _HEAD_LEN - 1]
+                    viable = verdicts.get(head)
+                    if viable is None:
+                        viable = verdicts[head] = _may_become_opener(head)
+                    if not viable:
+                        break
+                k -= 1
         if k < last:
             out[index] = piece[:floor] + "<".join(parts[: k + 1])
             del out[index + 1 :]

@@ -28,16 +28,21 @@ def _regex(pattern: str, check: _Check) -> _Finder:
         pos = 0
         while (m := compiled.search(text, pos)) is not None:
             span = check(m)
-            pos = max(m.end(), m.start() + 1) if span else m.start() + 1
-            if span:
+            pos = m.start() + 1 if span is None else max(m.end(), m.start() + 1)
+            if span is not None:
                 yield span
 
     return find
 
 
 def _token(
-    *, min_distinct: int = 6, mixed: bool = False, digit: bool = False, body_only: bool = False
-) -> _Check:
+    pattern: str,
+    *,
+    min_distinct: int = 6,
+    mixed: bool = False,
+    digit: bool = False,
+    body_only: bool = False,
+) -> _Finder:
     # Few distinct characters make a mask (`ghp_xxxx…`); `mixed` asks for upper case,
     # lower case and a digit (a weak prefix such as `sk-` needs that evidence). The whole
     # token goes, prefix included, unless only the body follows a label (`Bearer …`).
@@ -51,7 +56,7 @@ def _token(
             return None
         return m.span("body") if body_only else m.span()
 
-    return check
+    return _regex(pattern, check)
 
 
 def _password_in_url(m: re.Match[str]) -> _Span | None:
@@ -65,70 +70,44 @@ _B64 = "A-Za-z0-9_-"  # base64url, the alphabet of most token bodies
 _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     (
         "anthropic-api-key",
-        _regex(rf"sk-ant-(?<![{_B64}]sk-ant-)(?P<body>[{_B64}]{{32,}})", _token(mixed=True)),
+        _token(rf"sk-ant-(?<![{_B64}]sk-ant-)(?P<body>[{_B64}]{{32,}})", mixed=True),
     ),
     (
         "openai-api-key",
-        _regex(
+        _token(
             rf"sk-(?<![{_B64}]sk-)(?!ant-)(?:(?:proj|svcacct|admin)-)?(?P<body>[{_B64}]{{32,}})",
-            _token(mixed=True),
+            mixed=True,
         ),
     ),
-    (
-        "github-token",
-        _regex(
-            r"gh[pousr]_(?<![A-Za-z0-9_]gh._)(?P<body>[A-Za-z0-9]{36,251})(?![A-Za-z0-9_])",
-            _token(),
-        ),
-    ),
-    (
-        "github-token",
-        _regex(
-            r"github_pat_(?<![A-Za-z0-9_]github_pat_)(?P<body>[A-Za-z0-9_]{50,240})(?![A-Za-z0-9_])",
-            _token(),
-        ),
-    ),
+    ("github-token", _token(r"gh[pousr]_(?<![\w]gh._)(?P<body>[A-Za-z0-9]{36,251})(?![\w])")),
+    ("github-token", _token(r"github_pat_(?<![\w]github_pat_)(?P<body>\w{50,240})(?![\w])")),
     (
         "aws-access-key",
-        _regex(
+        _token(
             r"A[KS]IA(?<![A-Za-z0-9+/]A[KS]IA)(?P<body>[A-Z0-9]{16})(?![A-Za-z0-9+/])",
-            _token(min_distinct=5),
+            min_distinct=5,
         ),
     ),
     (
         "aws-secret-key",
-        _regex(
-            r"(?i:secret[_-]?access[_-]?key)[\"']?[ \t]{0,10}"
-            r"[:=]>?[ \t]{0,10}[\"']?(?P<body>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
-            _token(min_distinct=8, body_only=True),
+        _token(
+            r"(?i:secret[_-]?access[_-]?key)[\"']?[ \t]{0,10}[:=]>?[ \t]{0,10}[\"']?"
+            r"(?P<body>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+            min_distinct=8,
+            body_only=True,
         ),
     ),
     (
         "slack-webhook",
-        _regex(
-            r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>[\w/+-]{20,})",
-            _token(),
-        ),
+        _token(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<body>[\w/+-]{20,})"),
     ),
     (
         "slack-token",
-        _regex(rf"xox[abprs]-(?<![{_B64}]xox.-)(?P<body>[A-Za-z0-9-]{{20,}})", _token(digit=True)),
+        _token(rf"xox[abprs]-(?<![{_B64}]xox.-)(?P<body>[A-Za-z0-9-]{{20,}})", digit=True),
     ),
-    (
-        "stripe-key",
-        _regex(
-            r"[rs]k_(?:live|test)_(?<![\w][rs]k_...._)(?P<body>[A-Za-z0-9]{20,})",
-            _token(),
-        ),
-    ),
-    (
-        "google-api-key",
-        _regex(rf"AIza(?<![{_B64}]AIza)(?P<body>[{_B64}]{{35}})(?![{_B64}])", _token()),
-    ),
-    (
-        "npm-token",
-        _regex(r"npm_(?<![\w]npm_)(?P<body>[A-Za-z0-9]{36})(?![\w])", _token()),
-    ),
+    ("stripe-key", _token(r"[rs]k_(?:live|test)_(?<![\w][rs]k_...._)(?P<body>[A-Za-z0-9]{20,})")),
+    ("google-api-key", _token(rf"AIza(?<![{_B64}]AIza)(?P<body>[{_B64}]{{35}})(?![{_B64}])")),
+    ("npm-token", _token(r"npm_(?<![\w]npm_)(?P<body>[A-Za-z0-9]{36})(?![\w])")),
     (
         "jwt",
         _regex(
@@ -139,18 +118,20 @@ _TOKEN_FINDERS: tuple[tuple[str, _Finder], ...] = (
     ),
     (
         "bearer-token",
-        _regex(
-            rf"(?i:bearer)(?<![{_B64}]......)[ \t]{{1,10}}"
-            r"(?P<body>[\w.~+/-]{16,4096}=*)",
-            _token(min_distinct=8, digit=True, body_only=True),
+        _token(
+            rf"(?i:bearer)(?<![{_B64}]......)[ \t]{{1,10}}(?P<body>[\w.~+/-]{{16,4096}}=*)",
+            min_distinct=8,
+            digit=True,
+            body_only=True,
         ),
     ),
     (
         "basic-auth",
-        _regex(
+        _token(
             r"(?i:authorization)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
-            r"(?:[Bb]asic|BASIC)[ \t]{1,10}(?P<body>[A-Za-z0-9+/]{8,4096}={0,2})",
-            _token(min_distinct=4, body_only=True),
+            r"(?i:basic)[ \t]{1,10}(?P<body>[A-Za-z0-9+/]{8,4096}={0,2})",
+            min_distinct=4,
+            body_only=True,
         ),
     ),
     (
@@ -206,7 +187,7 @@ def _is_secret_name(name: str) -> bool:
 # engine finds fast, and the name runs forward from the secret word.
 _SECRET_WORDS = ("passphrase", "password", "passwd", "pass", "pwd", "secret", "token")
 _ASSIGNMENT_REVERSED = re.compile(
-    r"[=:>](?:(?<==)(?<!==):?|(?<=>)=|(?<=:)(?<![:/\\]:))[ \t]{0,10}\??[\"']?"
+    r"[=:>](?:(?<==)(?<!==):?|(?<=>)=|(?<=:)(?<![:/\\]:))[ \t]{0,10}\??[ \t]{0,10}[\"']?"
     rf"(?P<name>(?:{'|'.join(w[::-1] for w in _SECRET_WORDS)}"
     rf"|yek[_.-]?(?:{'|'.join(q[::-1] for q in sorted(_KEY_QUALIFIERS))}))[\w.-]{{0,60}})"
     r"(?![\w./-])",  # a longer name, or a URL's user part (`//user:pw@`), is no name
@@ -226,12 +207,11 @@ _BARE_REST = re.compile(r"[^\s'\"`&]*", re.ASCII)
 
 def _assignments(text: str) -> Iterator[_Span]:
     size = len(text)
-    candidates = [
-        (size - m.start(), m.group("name")[::-1]) for m in _ASSIGNMENT_REVERSED.finditer(text[::-1])
-    ]
+    # Found last first, as (where the value starts, the name's span in the reversed text).
+    found = [(size - m.start(), m.span("name")) for m in _ASSIGNMENT_REVERSED.finditer(text[::-1])]
     covered = 0  # a candidate inside an accepted value is part of that value
-    for value_at, name in reversed(candidates):
-        if value_at < covered or not _is_secret_name(name):
+    for value_at, (rev_start, rev_end) in reversed(found):
+        if value_at < covered or not _is_secret_name(text[size - rev_end : size - rev_start]):
             continue
         value = _VALUE.match(text, value_at)
         if value is None:

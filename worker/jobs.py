@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import uuid
 from typing import Any
@@ -117,7 +118,7 @@ def build_worker(
     prefix = settings.prefix
     every = set(range(0, 60, SWEEP_EVERY_S))
     crons = [cron(sweep, name=f"{prefix}:cron:sweep", second=every, run_at_startup=True)]
-    return Worker(
+    worker = Worker(
         functions=job_functions(settings),
         cron_jobs=crons if with_cron else None,
         redis_pool=redis,
@@ -135,3 +136,20 @@ def build_worker(
         # On SIGTERM let the current turn finish; a cancelled job is re-run (nothing half-written).
         job_completion_wait=int(min(settings.job_timeout_s, 30)),
     )
+    if runtime is None:
+        _stop_turns_on_signals(worker)
+    return worker
+
+
+def _stop_turns_on_signals(worker: Worker) -> None:
+    """On SIGTERM/SIGINT, tell running jobs to stop after their current turn, then let arq
+    wait for them: otherwise a job keeps starting turns until arq cancels it mid-turn."""
+
+    def on_signal(signum: signal.Signals) -> None:
+        rt = worker.ctx.get("runtime")
+        if isinstance(rt, Runtime):
+            rt.stopping.set()
+        worker.handle_sig_wait_for_completion(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        worker.loop.add_signal_handler(signum, on_signal, signum)

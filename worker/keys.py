@@ -68,6 +68,23 @@ class Keys:
         """Pub/sub channel announcing each stored row."""
         return f"{self.prefix}:observations"
 
+    def fanout_cursor(self, consumer: str) -> str:
+        """The last feed id a named fan-out consumer delivered: where it resumes."""
+        return f"{self.prefix}:fanout:{consumer}:cursor"
+
+    def fanout_seen(self, consumer: str) -> str:
+        """Sorted set of the `kind:id` rows a fan-out consumer delivered lately (dedupe)."""
+        return f"{self.prefix}:fanout:{consumer}:seen"
+
+    def fanout_stats(self, consumer: str) -> str:
+        """Hash of a fan-out consumer's counters (delivered, duplicates, failed, …)."""
+        return f"{self.prefix}:fanout:{consumer}:stats"
+
+    @property
+    def telegram_updates_offset(self) -> str:
+        """The getUpdates offset of `memq telegram`: commands below it were answered."""
+        return f"{self.prefix}:telegram:updates_offset"
+
     @property
     def dead(self) -> str:
         """Dead-letter stream."""

@@ -21,6 +21,9 @@ class Outcome(enum.StrEnum):
     """Bookkeeping only (a prompt or an end with no tool calls): nothing for the observer."""
 
 
+MAX_RETRY_AFTER_S = 6 * 3600
+"""The longest retry-after honoured (the same bound as a quota pause)."""
+
 COUNTED = ("stored", "deduplicated", "skipped", "paused", "dropped", "retry", "dead")
 
 
@@ -60,9 +63,13 @@ def backoff_s(
     retry_after_s: float | None = None,
     rng: random.Random | None = None,
 ) -> float:
-    """Capped exponential backoff with jitter; a server's retry-after wins when longer."""
+    """Capped exponential backoff with jitter; a server's retry-after wins when longer.
+
+    `max_s` caps our own backoff only: retrying before the server's retry-after just earns
+    another 429, so that wait is honoured up to MAX_RETRY_AFTER_S.
+    """
     rand: float = (rng or random).random()
     computed = min(max_s, base_s * (2.0 ** max(0, attempt - 1))) * (0.5 + 0.5 * rand)
     if retry_after_s is not None:
-        return min(max_s, max(computed, retry_after_s))
+        return max(computed, min(retry_after_s, MAX_RETRY_AFTER_S))
     return computed

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
@@ -37,6 +38,8 @@ class Runtime:
     broadcaster: Broadcaster
     consumer: str
     """This worker's consumer name in the session streams' group."""
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set on SIGTERM/SIGINT: jobs finish the turn in hand, start no new one, and hand off."""
 
     @property
     def lease_ttl_ms(self) -> int:

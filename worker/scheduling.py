@@ -145,29 +145,10 @@ class Scheduler:
 
         Returns (status, stream id): 1 added, 0 duplicate (id of the first copy), -1 refused.
         """
-        k = self.keys
-        payload, score, expires, prefix = self._job_args(session, 0)
-        status, stream_id = await self._publish(
-            keys=[
-                k.seen(event_id),
-                k.events(session),
-                k.sessions,
-                k.scheduled(session),
-                k.job_sequence(session),
-                k.queue,
-            ],
-            args=[
-                event_json,
-                session,
-                dedupe_ttl_s,
-                max_pending,
-                payload,
-                score,
-                expires,
-                prefix,
-                ARQ_JOB_KEY_PREFIX,
-            ],
+        keys, args = self.publish_args(
+            session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s, max_pending=max_pending
         )
+        status, stream_id = await self._publish(keys=keys, args=args)
         return int(status), _text(stream_id)
 
     def publish_args(

@@ -50,6 +50,8 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
     runner = TurnRunner(rt, session, lease, stream, await rt.states.load(session))
     ended = False
     while time.monotonic() < start_turns_until:
+        if rt.stopping.is_set():
+            return "stopping", 0.0  # the release hands the rest to another worker
         lease.check()
         paused_s = await rt.pauses.remaining_s(rt.observer.provider)
         if paused_s > 0:
@@ -69,6 +71,8 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
         )
         by_event = {id(ev): entry for entry, ev in pairs}
         for turn in turns:
+            if rt.stopping.is_set():
+                return "stopping", 0.0
             turn_entries = [by_event[id(ev)] for ev in turn.events]
             t0 = time.monotonic()
             result = await runner.run(turn, turn_entries, deadline)

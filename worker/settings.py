@@ -84,6 +84,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0
     feed_maxlen: PositiveInt = 10_000
+    # fan-out: web UI and Telegram bot
+    ui_host: str = "127.0.0.1"  # anything but loopback needs ui_token
+    ui_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765  # `memq ui` and `memq up`
+    ui_token: Secret | None = None  # required off loopback; Bearer header or ?token=
+    telegram_token: Secret | None = None  # the bot's token from @BotFather
+    telegram_api_url: str = "https://api.telegram.org"  # `/bot<token>/` is appended
+    telegram_chat_ids: str = ""  # comma-separated allow-list; no other chat is ever messaged
+    telegram_types: str = "security_alert,security_note"  # type ids (`summary` too), or `*`
+    telegram_concepts: str = ""  # comma-separated concept ids; a match also sends the row
     # the SDKs' own variables (not MEMQ_*)
     anthropic_api_key: Secret | None = None
     anthropic_base_url: str | None = None

@@ -14,6 +14,7 @@ from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dead_letters,
     dropped_rows,
+    message_texts,
     observations,
     outcomes,
     stored_rows,
@@ -280,7 +281,7 @@ async def test_summary_answered_with_observations_gets_one_reminder(
     assert reminder not in first.user
     assert second.user == reminder
     # The reminder follows the exchange it corrects.
-    assert ONE_OBSERVATION in str(second.messages)
+    assert message_texts(second.messages, "assistant") == [ONE_OBSERVATION]
     rows = await stored_rows(settings, "s1")
     assert [(r.kind, r.completed) for r in rows] == [("summary", "the login test passes")]
     assert await dropped_rows(settings) == []

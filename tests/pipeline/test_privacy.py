@@ -175,14 +175,14 @@ _FRAGMENTS = st.sampled_from(
 _TEXT = st.one_of(st.text(max_size=60), st.lists(_FRAGMENTS, max_size=30).map("".join))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_TEXT)
 def test_stripping_never_raises_and_is_idempotent(text: str) -> None:
     once = strip_private_tags(text)
     assert strip_private_tags(once) == once
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(_FRAGMENTS, max_size=15).map("".join),
     st.sampled_from(PRIVATE_TAG_NAMES),

@@ -116,3 +116,16 @@ async def subscribed(redis_url: str, settings: Settings) -> AsyncIterator[Announ
             pass
         await pubsub.aclose()
         await client.aclose()
+
+
+def message_texts(messages: list[dict[str, Any]], role: str) -> list[str]:
+    """The text of every message with this role, as a recorded request sent it."""
+    texts = []
+    for m in messages:
+        if m.get("role") != role:
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        texts.append(str(content))
+    return texts

@@ -27,6 +27,8 @@ from worker.keys import Keys
 from worker.managed_redis import ManagedRedis
 from worker.spool import Spool
 
+pytestmark = pytest.mark.slow  # runs the memq console script or redis-server processes
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "claude_code"
 SESSION = "9f2c1e7a-4b3d-4e8f-a1c2-5d6e7f809a1b"
 SECRET = "ghp_R7tY2uI9oP4aS6dF1gH3jK8lZ5xC0vB2nM7q"

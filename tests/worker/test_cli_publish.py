@@ -14,6 +14,8 @@ from pipeline.events import End, Event, Prompt, ToolCall, decode_event, encode_e
 from tests.support.ingest import closed_port_url, console_script, subprocess_env
 from worker.keys import Keys
 
+pytestmark = pytest.mark.slow  # runs the memq console script or redis-server processes
+
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 EVENTS: list[Event] = [
     Prompt(event_id="p1", memory_session_id="s1", project="shop", occurred_at=NOW,

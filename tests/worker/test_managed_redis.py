@@ -26,6 +26,8 @@ _PRINT_PID = (
     "m = ManagedRedis(Path(sys.argv[1])); m.ensure_running(); print(m.status().pid)"
 )
 
+pytestmark = pytest.mark.slow  # runs the memq console script or redis-server processes
+
 
 @pytest.fixture(name="data_dir")
 def _fix_data_dir() -> Iterator[Path]:

@@ -43,7 +43,11 @@ async def run_worker(settings: Settings, *, burst: bool, concurrency: int | None
     try:
         w = build_worker(settings, redis, burst=burst, concurrency=concurrency)
         try:
-            await w.main()
+            # async_run, not main(): arq's signal handler stops the worker by cancelling
+            # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
+            await w.async_run()
+        except asyncio.CancelledError:
+            pass  # the shutdown a signal asked for
         finally:
             await w.close()
     finally:

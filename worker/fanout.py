@@ -1,0 +1,322 @@
+"""Follow the feed for a fan-out service: pub/sub for latency, the feed stream for resume."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from worker.keys import Keys
+from worker.storage.records import StoredRow
+
+logger = logging.getLogger(__name__)
+
+_ROW = msgspec.json.Decoder(StoredRow)
+_ORIGIN = "0-0"
+_PERSIST_GIVE_UP_S = 10.0
+
+
+class FeedItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One feed entry: its stream id, the announced row and the payload as announced."""
+
+    feed_id: str
+    row: StoredRow
+    payload: bytes
+
+    @property
+    def key(self) -> str:
+        """The row's identity (`kind:id`), the same however often it was announced."""
+        return f"{self.row.kind}:{self.row.id}"
+
+
+Handler = Callable[[FeedItem], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ConsumerStats:
+    """What one consumer did since it started."""
+
+    delivered: int = 0
+    duplicates: int = 0
+    failed: int = 0
+    malformed: int = 0
+    gaps: int = 0
+
+
+def parse_feed_id(feed_id: str) -> tuple[int, int]:
+    """`"1700000000000-3"` as `(1700000000000, 3)`; ValueError when it is not a stream id."""
+    ms, _, seq = feed_id.partition("-")
+    if not ms.isdigit() or not seq.isdigit():
+        raise ValueError(f"not a stream id: {feed_id!r}")
+    return int(ms), int(seq)
+
+
+def decode_entry(feed_id: str, fields: dict[Any, Any]) -> FeedItem:
+    """A raw feed entry as a FeedItem; msgspec.DecodeError or KeyError when malformed."""
+    raw = fields.get(b"payload", fields.get("payload"))
+    if raw is None:
+        raise KeyError("payload")
+    payload = raw if isinstance(raw, bytes) else str(raw).encode()
+    return FeedItem(feed_id=feed_id, row=_ROW.decode(payload), payload=payload)
+
+
+class FanoutConsumer:
+    """Delivers each row of `<prefix>:feed` once to `handler`, in feed order.
+
+    Pub/sub on `<prefix>:observations` only wakes the reader; the feed is the source, so a
+    missed message or a disconnect loses nothing. A named consumer keeps its cursor and the
+    rows it delivered lately in Redis, written only after the handler returned (and finished
+    even if the task is cancelled then), so a restart neither repeats nor skips a row. Rows
+    announced twice (a worker re-announcing after a crash) are delivered once. An unnamed
+    consumer keeps its position in memory and starts at the feed's end.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        handler: Handler,
+        *,
+        name: str | None,
+        start: Literal["end", "beginning"] = "end",
+        batch: int = 100,
+        poll_interval_s: float = 1.0,
+        seen_max: int = 10_000,
+        max_attempts: int = 5,
+        retry_base_s: float = 0.5,
+        retry_max_s: float = 30.0,
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.handler = handler
+        self.name = name
+        self.start = start
+        self.batch = batch
+        self.poll_interval_s = poll_interval_s
+        self.seen_max = seen_max
+        self.max_attempts = max_attempts
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.stats = ConsumerStats()
+        self._cursor: str | None = None
+        self._seen: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
+        self._wake = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._ready = asyncio.Event()
+
+    @property
+    def cursor(self) -> str | None:
+        """The feed id of the last row handled (or skipped), None before the first read."""
+        return self._cursor
+
+    async def wait_ready(self) -> None:
+        """Return once the consumer knows where it starts (for tests and the UI)."""
+        await self._ready.wait()
+
+    def stop(self) -> None:
+        """Finish the row in hand, then make `run` return."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver rows until `stop()`; Redis errors are logged and retried, never raised."""
+        listener = asyncio.create_task(self._listen())
+        failures = 0
+        try:
+            while not self._stopping.is_set():
+                try:
+                    if self._cursor is None:
+                        await self._load()
+                    delivered = await self._pump()
+                    failures = 0
+                except (RedisError, OSError) as e:
+                    failures += 1
+                    logger.warning("feed read failed, retrying", extra=self._log(error=str(e)))
+                    await self._sleep(self._backoff(failures))
+                    continue
+                if not delivered:
+                    await self._idle()
+        except _Stopped:
+            pass
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    async def _load(self) -> None:
+        cursor: str | None = None
+        if self.name is not None:
+            stored = await self.redis.get(self.keys.fanout_cursor(self.name))
+            cursor = None if stored is None else _text(stored)
+            seen = await self.redis.zrange(self.keys.fanout_seen(self.name), 0, -1)
+            self._seen = dict.fromkeys(_text(k) for k in seen)
+        if cursor is None:
+            cursor = await self._start_cursor()
+            if self.name is not None:
+                # Saved at once: rows announced before the first delivery are not skipped later.
+                await self.redis.set(self.keys.fanout_cursor(self.name), cursor, nx=True)
+        else:
+            await self._check_gap(cursor)
+        self._cursor = cursor
+        self._ready.set()
+
+    async def _start_cursor(self) -> str:
+        if self.start == "beginning":
+            return _ORIGIN
+        last = await self.redis.xrevrange(self.keys.feed, count=1)
+        return _text(last[0][0]) if last else _ORIGIN
+
+    async def _check_gap(self, cursor: str) -> None:
+        try:
+            info = await self.redis.xinfo_stream(self.keys.feed)
+        except RedisError:
+            return  # no feed yet
+        trimmed = _text(info.get("max-deleted-entry-id") or _ORIGIN)
+        if parse_feed_id(trimmed) > parse_feed_id(cursor):
+            self.stats.gaps += 1
+            logger.error(
+                "the feed was trimmed past this consumer's cursor: some rows were never"
+                " delivered to it (raise MEMQ_FEED_MAXLEN or restart it sooner)",
+                extra=self._log(cursor=cursor, trimmed_up_to=trimmed),
+            )
+
+    async def _pump(self) -> int:
+        assert self._cursor is not None
+        self._wake.clear()  # before the read: a message arriving during it wakes the next wait
+        found = await self.redis.xread({self.keys.feed: self._cursor}, count=self.batch)
+        if not found:
+            return 0
+        entries = found[0][1]
+        for raw_id, fields in entries:
+            if self._stopping.is_set():
+                break
+            await self._deliver(_text(raw_id), fields)
+        return len(entries)
+
+    async def _deliver(self, feed_id: str, fields: dict[Any, Any]) -> None:
+        try:
+            item = decode_entry(feed_id, fields)
+        except (msgspec.DecodeError, KeyError) as e:
+            self.stats.malformed += 1
+            logger.error("malformed feed entry skipped", extra=self._log(feed_id=feed_id, error=e))
+            self._cursor = feed_id
+            return
+        if item.key in self._seen:
+            self.stats.duplicates += 1
+            self._cursor = feed_id
+            return
+        outcome = await self._handle(item)
+        await self._commit(item, outcome)
+
+    async def _handle(self, item: FeedItem) -> str:
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                await self.handler(item)
+                return "delivered"
+            except Exception as e:
+                logger.warning(
+                    "fan-out handler failed",
+                    extra=self._log(row=item.key, attempt=attempt, error=repr(e)),
+                )
+                if attempt < self.max_attempts:
+                    await self._sleep(self._backoff(attempt))
+        self.stats.failed += 1
+        logger.error(
+            "fan-out handler gave up on a row: not delivered",
+            extra=self._log(row=item.key, attempts=self.max_attempts),
+        )
+        return "failed"
+
+    async def _commit(self, item: FeedItem, outcome: str) -> None:
+        self._cursor = item.feed_id
+        self._seen[item.key] = None
+        while len(self._seen) > self.seen_max:
+            del self._seen[next(iter(self._seen))]
+        if outcome == "delivered":
+            self.stats.delivered += 1
+        if self.name is None:
+            return
+        write = asyncio.ensure_future(self._persist(item, outcome))
+        try:
+            await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # The handler already acted: the cursor must be saved before the task ends.
+            await write
+            raise
+
+    async def _persist(self, item: FeedItem, outcome: str) -> None:
+        assert self.name is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _PERSIST_GIVE_UP_S
+        attempt = 0
+        while True:
+            try:
+                pipe = self.redis.pipeline(transaction=True)
+                pipe.set(self.keys.fanout_cursor(self.name), item.feed_id)
+                pipe.zadd(
+                    self.keys.fanout_seen(self.name), {item.key: parse_feed_id(item.feed_id)[0]}
+                )
+                pipe.zremrangebyrank(self.keys.fanout_seen(self.name), 0, -self.seen_max - 1)
+                pipe.hincrby(self.keys.fanout_stats(self.name), outcome, 1)
+                await pipe.execute()
+                return
+            except (RedisError, OSError) as e:
+                attempt += 1
+                if loop.time() > deadline:
+                    logger.error(
+                        "cursor not saved: this row may be delivered again after a restart",
+                        extra=self._log(row=item.key, error=str(e)),
+                    )
+                    return
+                await asyncio.sleep(min(self._backoff(attempt), 1.0))
+
+    async def _listen(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.keys.observations)
+                failures = 0
+                self._wake.set()  # catch up on rows announced while unsubscribed
+                while not self._stopping.is_set():
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        self._wake.set()
+            except (RedisError, OSError) as e:
+                failures += 1
+                logger.debug("pub/sub lost, resubscribing", extra=self._log(error=str(e)))
+                await asyncio.sleep(self._backoff(failures))
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await pubsub.reset()  # what aclose() does; aclose is untyped
+
+    async def _idle(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self.poll_interval_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        if self._stopping.is_set():
+            raise _Stopped
+
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1)))
+
+    def _log(self, **fields: object) -> dict[str, object]:
+        return {"consumer": self.name or "(live)", **fields}
+
+
+class _Stopped(Exception):
+    """Raised inside `run` when stop() interrupts a wait."""
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
