@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +178,67 @@ def fake_observer() -> Iterator[ObserverProcess]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def worker_env(redis_url: str, observer_url: str, data_dir: Path, **memq: object) -> dict[str, str]:
+    """An explicit `memq worker` environment: private Redis, the fake observer, a temp data dir.
+
+    `memq` adds MEMQ_* settings by field name (`batch_max_events=8` → MEMQ_BATCH_MAX_EVENTS).
+    """
+    return {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(data_dir),
+        # Never write bytecode into the checkout; read what the install already compiled.
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MEMQ_REDIS_URL": redis_url,
+        "MEMQ_DATA_DIR": str(data_dir),
+        "MEMQ_OBSERVER": "anthropic",
+        "ANTHROPIC_API_KEY": "x",
+        "ANTHROPIC_BASE_URL": observer_url,
+        "MEMQ_MODEL": "bench-model",
+        **{f"MEMQ_{name.upper()}": str(value) for name, value in memq.items()},
+    }
+
+
+class WorkerProcesses:
+    """`memq worker` OS processes, each writing its log to a file."""
+
+    def __init__(self, count: int, env: dict[str, str], logs: Path) -> None:
+        memq = str(Path(sys.executable).parent / "memq")
+        logs.mkdir(parents=True, exist_ok=True)
+        self.logs = [logs / f"worker-{n}.log" for n in range(count)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for log in self.logs:
+            with log.open("wb") as err:
+                self.procs.append(
+                    subprocess.Popen(
+                        [memq, "worker"], env=env, stdout=subprocess.DEVNULL, stderr=err
+                    )
+                )
+
+    def check_alive(self) -> None:
+        """Stop the bench with the log's tail when a worker process has exited."""
+        for proc, log in zip(self.procs, self.logs, strict=True):
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise SystemExit(f"memq worker exited with code {proc.returncode}:\n{tail}")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the worker processes have used so far."""
+        return sum(process_cpu_s(p.pid) for p in self.procs)
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """SIGTERM, then SIGKILL after grace_s; returns how many needed the SIGKILL."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        killed = 0
+        deadline = time.monotonic() + grace_s
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                killed += 1
+        return killed

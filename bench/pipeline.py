@@ -7,6 +7,7 @@ parse time linear (16 MB <= 20x the 1 MB time) and under 1 s at 16 MB.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -50,63 +51,75 @@ def _ident(rng: random.Random, parts: int = 2) -> str:
     return "_".join(rng.choice(_WORDS) for _ in range(parts))
 
 
+def _fill(make: Callable[[], str], size: int, head: str = "") -> str:
+    """`head` then pieces from `make` until `size` characters, cut there."""
+    pieces, length = [head], len(head)
+    while length < size:
+        pieces.append(make())
+        length += len(pieces[-1])
+    return "".join(pieces)[:size]
+
+
 def python_source(rng: random.Random, size: int) -> str:
-    lines = ['"""Shopping cart pricing rules."""', "", "from __future__ import annotations", ""]
-    while sum(map(len, lines)) + len(lines) < size:
-        name, arg = _ident(rng), _ident(rng, 1)
-        lines += [
-            "",
-            f"def {name}({arg}: dict[str, Any], *, limit: int = {rng.randint(1, 500)}) -> float:",
-            f'    """Return the {rng.choice(_WORDS)} of a {rng.choice(_WORDS)} after rules."""',
-            f"    if not {arg} or limit <= 0:",
-            f"        raise ValueError(f'empty {arg}: {{limit!r}}')",
-            f"    total = sum(x['{rng.choice(_WORDS)}'] * x.get('qty', 1) for x in {arg}.values())",
-            f"    return round(total * (1 - {rng.random():.2f}) if total > limit else total, 2)",
-        ]
-    return "\n".join(lines)[:size]
+    def function() -> str:
+        name, arg, key = _ident(rng), _ident(rng, 1), rng.choice(_WORDS)
+        return (
+            f"\n\ndef {name}({arg}: dict[str, Any], *, limit: int = {rng.randint(1, 500)}) -> float:"
+            f'\n    """Return the {rng.choice(_WORDS)} of a {rng.choice(_WORDS)} after rules."""'
+            f"\n    if not {arg} or limit <= 0:"
+            f"\n        raise ValueError(f'empty {arg}: {{limit!r}}')"
+            f"\n    total = sum(x['{key}'] * x.get('qty', 1) for x in {arg}.values())"
+            f"\n    return round(total * (1 - {rng.random():.2f}) if total > limit else total, 2)"
+        )
+
+    return _fill(function, size, '"""Shopping cart pricing rules."""\n\nfrom typing import Any\n')
 
 
 def grep_output(rng: random.Random, size: int) -> str:
-    out: list[str] = []
-    while sum(map(len, out)) < size:
+    def line() -> str:
         path = f"src/{_ident(rng, 1)}/{_ident(rng)}.py"
         code = f"{_ident(rng)} = {rng.choice(_WORDS)}.get('{_ident(rng, 1)}') or {{}}"
-        out.append(f"{path}:{rng.randint(1, 900)}:    {code}\n")
-    return "".join(out)[:size]
+        return f"{path}:{rng.randint(1, 900)}:    {code}\n"
+
+    return _fill(line, size)
 
 
 def pytest_output(rng: random.Random, size: int) -> str:
-    out = ["============================= test session starts ==============================\n",
-           "platform linux -- Python 3.11.7, pytest-9.2.0, pluggy-1.6.0\n",
-           "rootdir: /home/dev/shop\ncollected 412 items\n\n"]  # fmt: skip
-    while sum(map(len, out)) < size:
+    def line() -> str:
         test = f"tests/test_{_ident(rng, 1)}.py::test_{_ident(rng, 3)}"
         if rng.random() < 0.9:
-            out.append(f"{test} PASSED{' ' * 12}[{rng.randint(1, 99):3d}%]\n")
-        else:
-            out.append(
-                f"{test} FAILED\n\n    def test_total():\n>       assert cart.total() == 90\n"
-                f"E       AssertionError: assert 100.0 == 90\nE        +  where 100.0 = "
-                f"<bound method Cart.total of <Cart items=3>>()\n\ntests/test_cart.py:"
-                f"{rng.randint(1, 300)}: AssertionError\n"
-            )
-    return "".join(out)[:size]
+            return f"{test} PASSED{' ' * 12}[{rng.randint(1, 99):3d}%]\n"
+        return (
+            f"{test} FAILED\n\n    def test_total():\n>       assert cart.total() == 90\n"
+            f"E       AssertionError: assert 100.0 == 90\nE        +  where 100.0 = "
+            f"<bound method Cart.total of <Cart items=3>>()\n\ntests/test_cart.py:"
+            f"{rng.randint(1, 300)}: AssertionError\n"
+        )
+
+    head = (
+        "============================= test session starts ==============================\n"
+        "platform linux -- Python 3.11.7, pytest-9.2.0, pluggy-1.6.0\n"
+        "rootdir: /home/dev/shop\ncollected 412 items\n\n"
+    )
+    return _fill(line, size, head)
 
 
 def json_output(rng: random.Random, size: int) -> str:
+    """A JSON API answer of about `size` characters (whole records: it must stay JSON)."""
     records: list[dict[str, Any]] = []
-    text = "[]"
-    while len(text) < size:
+    length = 0
+    while length < size:
         records.append({
             "id": rng.randint(1, 10**9), "sku": f"SKU-{rng.randint(1000, 9999)}",
             "name": f"{rng.choice(_WORDS).title()} {rng.choice(_WORDS)}",
             "price": round(rng.uniform(1, 500), 2), "tags": rng.sample(_WORDS, 3),
             "in_stock": rng.random() < 0.7, "updated_at": "2025-03-14T09:26:53Z",
         })  # fmt: skip
-        text = json.dumps({"items": records, "next": None})
-    return text  # a JSON value: the tool output stays parseable, a little over `size`
+        length += len(json.dumps(records[-1])) + 2
+    return json.dumps({"items": records, "next": None})
 
 
+@functools.cache
 def corpus(size: int) -> list[tuple[ToolCall, str]]:
     """Tool calls as the Claude Code hook sends them, each with a plausible observer reply."""
     rng = random.Random(size)
@@ -248,11 +261,16 @@ def adversarial_rows(types: tuple[str, ...]) -> list[tuple[str, str, list[float]
 def scrub_rows() -> list[tuple[str, str, float, float]]:
     """Median µs of each producer scrub over the rendered text of the corpus's outputs."""
     rows = []
-    for fn_name, fn in (("redact_secrets", redact_secrets), ("strip_private_tags", strip_private_tags)):
+    for fn_name, fn in (
+        ("redact_secrets", redact_secrets),
+        ("strip_private_tags", strip_private_tags),
+    ):
         for kind in ("Read", "Grep", "Bash", "mcp__shop__list_items"):
             per_size = []
             for size in (2_000, 200_000):
-                texts = [render_tool_field(c.tool_output) for c, _ in corpus(size) if c.tool_name == kind]
+                texts = [
+                    render_tool_field(c.tool_output) for c, _ in corpus(size) if c.tool_name == kind
+                ]
                 reps = 60 if size < 10_000 else 4
                 samples = []
                 for _ in range(reps):

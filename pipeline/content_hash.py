@@ -22,6 +22,8 @@ CONTENT_HASH_LENGTH = 16
 _WHITESPACE_RUN = re.compile(
     "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
 )
+# str.split() also splits at U+001C-U+001F and not at U+FEFF; elsewhere its set is this one.
+_SPLIT_DIFFERS = "\x1c\x1d\x1e\x1f\ufeff"
 # Node's UTF-8 encoder writes U+FFFD for a lone surrogate; Python's would raise.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -30,7 +32,10 @@ def normalize_hash_text(text: str | None) -> str:
     """NFKC-normalise, collapse whitespace runs to one space and trim; None becomes ""."""
     if not text:
         return ""
-    return _WHITESPACE_RUN.sub(" ", unicodedata.normalize("NFKC", text)).strip(" ")
+    text = unicodedata.normalize("NFKC", text)
+    if any(c in text for c in _SPLIT_DIFFERS):
+        return _WHITESPACE_RUN.sub(" ", text).strip(" ")
+    return " ".join(text.split())  # the same set here, and much faster than the regex
 
 
 def compute_observation_content_hash(
@@ -45,5 +50,8 @@ def compute_observation_content_hash(
     if not norm_title and not body:
         body = "\x00".join(f for f in map(normalize_hash_text, facts) if f)
     material = "\x00".join((memory_session_id or "", norm_title, body))
-    encoded = _LONE_SURROGATE.sub("\ufffd", material).encode("utf-8")
+    try:
+        encoded = material.encode("utf-8")
+    except UnicodeEncodeError:  # only a lone surrogate fails: do what Node's encoder does
+        encoded = _LONE_SURROGATE.sub("\ufffd", material).encode("utf-8")
     return hashlib.sha256(encoded).hexdigest()[:CONTENT_HASH_LENGTH]

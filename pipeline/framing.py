@@ -25,12 +25,22 @@ import msgspec
 REPLACEMENT_CHARACTER = "\ufffd"
 
 _NOT_XML_CHAR = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_XML_ASCII = b"\t\n\r" + bytes(range(0x20, 0x80))
 
 
 def escape_xml_text(text: str) -> str:
     """Escape `&`, `<`, `>` and replace characters XML 1.0 forbids with U+FFFD."""
-    return _NOT_XML_CHAR.sub(REPLACEMENT_CHARACTER, text).translate(_XML_ESCAPES)
+    # ASCII text is checked as bytes (translate deletes the allowed ones): a regex scan
+    # of a character class costs several times more per character.
+    if (
+        text.encode("ascii").translate(None, _XML_ASCII)
+        if text.isascii()
+        else _NOT_XML_CHAR.search(text) is not None
+    ):
+        text = _NOT_XML_CHAR.sub(REPLACEMENT_CHARACTER, text)
+    # Chained replace (`&` first) is one pass in effect and ~30x faster than str.translate
+    # with multi-character replacements, which looks every character up in a dict.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render_tool_field(value: object) -> str:
@@ -60,6 +70,13 @@ def _parse_json_container(text: str) -> dict[str, Any] | list[Any] | None:
 
 
 def _pretty_json(value: Any) -> str:
+    # json.dumps(indent=2) runs the pure-Python encoder; the C encoder plus msgspec's
+    # re-indenting (which copies every token verbatim) gives the same text several times
+    # faster. NaN/Infinity, lone surrogates and very deep nesting take the slow path.
+    try:
+        return msgspec.json.format(json.dumps(value, ensure_ascii=False), indent=2)
+    except (ValueError, RecursionError):
+        pass
     try:
         return json.dumps(value, indent=2, ensure_ascii=False)
     except RecursionError:

@@ -10,13 +10,13 @@
 #   root tags are ignored;
 # - field text is trimmed with JavaScript's whitespace set, CDATA sections are unwrapped,
 #   comments dropped and XML entities decoded outside CDATA.
-# Every scan is str.find or a possessive regex from a moving position: linear in the reply.
+# Every scan is str.find, str.split or a possessive regex: linear in the reply. Tag finding
+# (and its fast path for the usual, literally spelled tags) is pipeline.xmltags.
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import msgspec
@@ -29,6 +29,7 @@ from pipeline.textnorm import (
     js_trim,
     xml_text_content,
 )
+from pipeline.xmltags import Span, elements, first_kind_blocks, first_spans, is_regular, tag_set
 
 ParseKind = Literal["observations", "summary", "skip", "invalid"]
 
@@ -89,27 +90,20 @@ _SKIP = re.compile(
 )
 _ROOT_MENTION = re.compile(r"<(?:observation|summary)(?![\w.:-])", re.IGNORECASE | re.ASCII)
 
-
-def _tag_pattern(*names: str) -> re.Pattern[str]:
-    # Only the names a caller cares about are matched, plus CDATA and comment openers so
-    # that tags inside them stay text. Possessive quantifiers keep every attempt linear.
-    return re.compile(
-        rf"<(?:!\[CDATA\[|!--|(/?)({'|'.join(names)})(?![\w.:-])([^<>]*+)>)",
-        re.IGNORECASE | re.ASCII,
-    )
-
-
-_ROOT_TAGS = _tag_pattern("observation", "summary")
-_OBSERVATION_TAGS = _tag_pattern(
+_SUMMARY_FIELDS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
+_ROOTS = tag_set("observation", "summary")
+_OBSERVATION = tag_set(
     "type", "title", "subtitle", "narrative", "facts", "concepts", "files_read", "files_modified"
 )
-_SUMMARY_FIELDS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
-_SUMMARY_TAGS = _tag_pattern(*_SUMMARY_FIELDS)
-_FACT_TAGS = _tag_pattern("fact")
-_CONCEPT_TAGS = _tag_pattern("concept")
-_FILE_TAGS = _tag_pattern("file")
-
-Span = tuple[int, int]
+_SUMMARY = tag_set(*_SUMMARY_FIELDS)
+_FACT, _CONCEPT, _FILE = tag_set("fact"), tag_set("concept"), tag_set("file")
+# One pass over the reply tells whether every level is regular (the usual case); a block
+# of an irregular reply is still checked on its own.
+_EVERY_NAME = tag_set(
+    *_ROOTS.names, *_OBSERVATION.names, "fact", "concept", "file", *_SUMMARY_FIELDS
+)
+# An observation block's check covers its lists too.
+_OBSERVATION_AND_ITEMS = tag_set(*_OBSERVATION.names, "fact", "concept", "file")
 
 
 def strip_code_fences(raw: str) -> str:
@@ -134,120 +128,59 @@ def strip_code_fences(raw: str) -> str:
     return raw[newline + 1 : close]
 
 
-def _tags(
-    text: str, start: int, end: int, pattern: re.Pattern[str]
-) -> Iterator[tuple[bool, str, int, int]]:
-    """Yield (closing, name, tag_start, tag_end) for each well-formed, non-empty-element tag."""
-    pos = start
-    while (match := pattern.search(text, pos, end)) is not None:
-        name = match.group(2)
-        if name is None:
-            terminator = "]]>" if match.group(0)[2] == "[" else "-->"
-            close = text.find(terminator, match.end(), end)
-            if close < 0:
-                return
-            pos = close + len(terminator)
-            continue
-        pos = match.end()
-        closing, attributes = match.group(1) == "/", match.group(3)
-        if closing:
-            if js_trim(attributes):
-                continue
-        elif attributes and (
-            attributes[0] not in JS_WHITESPACE or js_rstrip(attributes).endswith("/")
-        ):
-            continue
-        yield closing, name.lower(), match.start(), match.end()
+def _field_text(text: str, span: Span | None, regular: bool) -> str | None:
+    if span is None:
+        return None
+    raw = decode_xml_entities(text[span[0] : span[1]]) if regular else xml_text_content(text, *span)
+    return raw.strip(JS_WHITESPACE) or None
 
 
-def _first_spans(text: str, span: Span, pattern: re.Pattern[str]) -> dict[str, Span]:
-    """Content span of each name's first open tag up to the first matching close after it."""
-    opened: dict[str, int] = {}
-    spans: dict[str, Span] = {}
-    for closing, name, tag_start, tag_end in _tags(text, *span, pattern):
-        if not closing:
-            opened.setdefault(name, tag_end)
-        elif name in opened and name not in spans:
-            spans[name] = (opened[name], tag_start)
-    return spans
-
-
-def _field_text(text: str, span: Span) -> str | None:
-    return js_trim(xml_text_content(text, *span)) or None
-
-
-def _elements(text: str, wrapper: Span | None, pattern: re.Pattern[str]) -> list[str]:
-    """Every non-empty element inside the wrapper; an unclosed element ends the list."""
-    if wrapper is None:
-        return []
-    items: list[str] = []
-    content_start = -1
-    for closing, _, tag_start, tag_end in _tags(text, *wrapper, pattern):
-        if not closing:
-            if content_start < 0:
-                content_start = tag_end
-        elif content_start >= 0:
-            if (item := _field_text(text, (content_start, tag_start))) is not None:
-                items.append(item)
-            content_start = -1
-    return items
-
-
-def _observation(text: str, block: Span, types: dict[str, str]) -> ParsedObservation | None:
-    spans = _first_spans(text, block, _OBSERVATION_TAGS)
-
-    def scalar(name: str) -> str | None:
-        span = spans.get(name)
-        return None if span is None else _field_text(text, span)
-
-    written_type = scalar("type")
+def _observation(
+    text: str, block: Span, types: dict[str, str], regular: bool
+) -> ParsedObservation | None:
+    regular = regular or is_regular(text, block, _OBSERVATION_AND_ITEMS)
+    spans = first_spans(text, block, _OBSERVATION, regular)
+    get = spans.get
+    written_type = _field_text(text, get("type"), regular)
     matched = None if written_type is None else types.get(written_type.lower())
     obs_type = matched if matched is not None else next(iter(types.values()))
+    lowered_type = obs_type.lower()
     concepts = [
         concept
         for concept in (
-            js_trim(c.split(":", 1)[0])
-            for c in _elements(text, spans.get("concepts"), _CONCEPT_TAGS)
+            c.split(":", 1)[0].strip(JS_WHITESPACE)
+            for c in elements(text, get("concepts"), _CONCEPT, regular)
         )
-        if concept and concept.lower() != obs_type.lower()
+        if concept and concept.lower() != lowered_type
     ]
-    title, narrative = scalar("title"), scalar("narrative")
-    facts = _elements(text, spans.get("facts"), _FACT_TAGS)
+    title, narrative = (
+        _field_text(text, get("title"), regular),
+        _field_text(text, get("narrative"), regular),
+    )
+    facts = elements(text, get("facts"), _FACT, regular)
     if title is None and narrative is None and not facts and not concepts:
         return None
     return ParsedObservation(
         type=obs_type,
         title=title,
-        subtitle=scalar("subtitle"),
+        subtitle=_field_text(text, get("subtitle"), regular),
         facts=facts,
         narrative=narrative,
         concepts=concepts,
-        files_read=_elements(text, spans.get("files_read"), _FILE_TAGS),
-        files_modified=_elements(text, spans.get("files_modified"), _FILE_TAGS),
+        files_read=elements(text, get("files_read"), _FILE, regular),
+        files_modified=elements(text, get("files_modified"), _FILE, regular),
         type_fallback=matched is None,
     )
 
 
-def _summary(text: str, block: Span) -> ParsedSummary | None:
-    spans = _first_spans(text, block, _SUMMARY_TAGS)
-    values = [
-        None if name not in spans else _field_text(text, spans[name]) for name in _SUMMARY_FIELDS
-    ]
+def _summary(text: str, block: Span, regular: bool) -> ParsedSummary | None:
+    regular = regular or is_regular(text, block, _SUMMARY)
+    spans = first_spans(text, block, _SUMMARY, regular)
+    values = [_field_text(text, spans.get(name), regular) for name in _SUMMARY_FIELDS]
     if all(value is None for value in values[:5]):
         return None
     request, investigated, learned, completed, next_steps, notes = values
     return ParsedSummary(request, investigated, learned, completed, next_steps, notes)
-
-
-def _root_blocks(text: str) -> Iterator[tuple[str, int, int]]:
-    """Yield (name, content_start, content_end) of each complete root block, in closing order."""
-    pending: dict[str, int] = {}
-    for closing, name, tag_start, tag_end in _tags(text, 0, len(text), _ROOT_TAGS):
-        if not closing:
-            # The earliest unclosed opener pairs with the next close (the original's lazy match).
-            pending.setdefault(name, tag_end)
-        elif name in pending:
-            yield name, pending.pop(name), tag_start
 
 
 def _type_index(valid_types: Sequence[str]) -> dict[str, str]:
@@ -255,7 +188,7 @@ def _type_index(valid_types: Sequence[str]) -> dict[str, str]:
         raise TypeError("valid_types must be a sequence of type ids, not one string")
     index: dict[str, str] = {}
     for type_id in valid_types:
-        index.setdefault(js_trim(type_id).lower(), type_id)
+        index.setdefault(type_id.strip(JS_WHITESPACE).lower(), type_id)
     if not index:
         raise ValueError("valid_types is empty: pass the mode's observation type ids")
     return index
@@ -278,25 +211,28 @@ def parse_agent_xml(raw: object, *, valid_types: Sequence[str]) -> ParseResult:
         return _invalid("empty")
     text = strip_code_fences(raw)
 
-    if (skip := _SKIP.search(text)) is not None:
+    # The regex scans every `<`; lower() and find() are cheaper when no skip is written.
+    if "<skip_summary" in text.lower() and (skip := _SKIP.search(text)) is not None:
         written = skip.group(1) if skip.group(1) is not None else skip.group(2)
         reason = None if written is None else js_trim(decode_xml_entities(written)) or None
         skipped = ParsedSummary(None, None, None, None, None, None, True, reason)
         return ParseResult(True, [], skipped, "skip", None)
 
-    blocks = _root_blocks(text)
-    first = next(blocks, None)
-    if first is None:
+    regular = is_regular(text, (0, len(text)), _EVERY_NAME)
+    found = first_kind_blocks(text, _ROOTS, regular or is_regular(text, (0, len(text)), _ROOTS))
+    if found is None:
         return _invalid("no_complete_block" if _ROOT_MENTION.search(text) else "no_root")
-    same_kind = ((a, b) for name, a, b in itertools.chain([first], blocks) if name == first[0])
-    if first[0] == "summary":
+    kind, same_kind = found
+    if kind == "summary":
         # Lazily: the first summary block with content wins, later blocks are never parsed.
-        summaries = (_summary(text, block) for block in same_kind)
+        summaries = (_summary(text, block, regular) for block in same_kind)
         summary = next((s for s in summaries if s is not None), None)
         if summary is None:
             return _invalid("summary_all_empty")
         return ParseResult(True, [], summary, "summary", None)
-    observations = [o for block in same_kind if (o := _observation(text, block, types)) is not None]
+    observations = [
+        o for block in same_kind if (o := _observation(text, block, types, regular)) is not None
+    ]
     if not observations:
         return _invalid("all_observations_empty")
     return ParseResult(True, observations, None, "observations", None)

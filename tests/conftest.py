@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -13,6 +14,18 @@ from tests.support.redis_server import RedisServer
 from worker.scheduling import job_deserializer, job_serializer
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fix_private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test (nor a subprocess it starts) may touch the developer's real data dir."""
+    old = os.environ.get("MEMQ_DATA_DIR")
+    os.environ["MEMQ_DATA_DIR"] = str(tmp_path_factory.mktemp("memq-data"))
+    yield
+    if old is None:
+        os.environ.pop("MEMQ_DATA_DIR", None)
+    else:
+        os.environ["MEMQ_DATA_DIR"] = old
 
 
 @pytest.fixture(name="redis_server", scope="session")

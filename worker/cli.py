@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import sys
-
-if sys.argv[1:] == ["hook", "claude-code"]:
-    # Runs on every tool call of the agent: skip typer and the command modules (~0.1 s).
-    from worker.commands.hook import main_fast
-
-    sys.exit(main_fast())
-
 import typer
 
 from worker.commands import dlq, hook, modes, prompt, publish, read, spool
 from worker.commands import redis as redis_command
+from worker.commands import reindex as reindex_command
+from worker.commands import search as search_command
+from worker.commands import telegram as telegram_command
+from worker.commands import ui as ui_command
 from worker.commands import worker as worker_command
 
 app = typer.Typer(
@@ -25,6 +21,10 @@ app = typer.Typer(
 )
 
 # Each command module adds its commands with register(app); keep one line per module.
+search_command.register(app)
+reindex_command.register(app)
+ui_command.register(app)
+telegram_command.register(app)
 publish.register(app)
 hook.register(app)
 redis_command.register(app)

@@ -58,10 +58,7 @@ def user_message(
     mode: Mode, turn: Turn, state: ObserverState, field_budget_chars: int
 ) -> tuple[str, Prompt | None]:
     """This turn's user message, and the new request it tells the observer about (if any)."""
-    latest = turn.prompts[-1] if turn.prompts else None
-    new_request = None
-    if latest is not None and state.prompt_number > state.told_prompt_number:
-        new_request = msgspec.structs.replace(latest, prompt_number=state.prompt_number)
+    new_request = _untold_request(turn, state)
     summarize = turn.summarize
     if turn.kind == "summarize" and summarize is not None:
         message = build_summary_prompt(
@@ -80,3 +77,24 @@ def user_message(
         new_request=new_request,
     )
     return message, new_request
+
+
+def _untold_request(turn: Turn, state: ObserverState) -> Prompt | None:
+    """The request the observer has not been shown yet, if any.
+
+    Usually the turn carries it; but a prompt that reached the worker before any of its tool
+    calls was committed alone (a bookkeeping turn), so it is rebuilt from the state.
+    """
+    if state.prompt_number <= state.told_prompt_number:
+        return None
+    if turn.prompts:
+        return msgspec.structs.replace(turn.prompts[-1], prompt_number=state.prompt_number)
+    first = turn.events[0]
+    return Prompt(
+        event_id=first.event_id,
+        memory_session_id=first.memory_session_id,
+        project=first.project,
+        occurred_at=first.occurred_at,
+        prompt_text=state.user_request,
+        prompt_number=state.prompt_number,
+    )

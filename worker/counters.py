@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from redis.asyncio import Redis
 
 from worker.keys import Keys
 from worker.outcomes import COUNTED
 
+if TYPE_CHECKING:
+    from worker.metrics import Metrics
+
 
 class Counters:
-    """HINCRBY-backed counters shared by every worker of a tenant."""
+    """HINCRBY-backed counters shared by every worker of a tenant (and this process' metrics)."""
 
-    def __init__(self, redis: Redis, keys: Keys) -> None:
+    def __init__(self, redis: Redis, keys: Keys, metrics: Metrics | None = None) -> None:
         self.redis = redis
         self.keys = keys
+        self.metrics = metrics
 
     async def count(self, outcome: str, n: int = 1, category: str | None = None) -> None:
         """Add n to an outcome (and to `outcome:category` when a category is given)."""
@@ -27,6 +31,8 @@ class Counters:
         if category:
             pipe.hincrby(self.keys.outcomes, f"{outcome}:{category}", n)
         await pipe.execute()
+        if self.metrics is not None:
+            self.metrics.count_outcome(outcome, n, category)
 
     async def add_tokens(self, input_tokens: int, cached_input_tokens: int, output: int) -> None:
         """Add one call's token usage."""
@@ -35,6 +41,8 @@ class Counters:
         pipe.hincrby(self.keys.tokens, "cached_input", cached_input_tokens)
         pipe.hincrby(self.keys.tokens, "output", output)
         await pipe.execute()
+        if self.metrics is not None:
+            self.metrics.add_tokens(input_tokens, cached_input_tokens, output)
 
     async def outcomes(self) -> dict[str, int]:
         """Every counted outcome (zeros included) plus the per-category counts."""

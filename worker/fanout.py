@@ -147,8 +147,7 @@ class FanoutConsumer:
             pass
         finally:
             listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            await asyncio.gather(listener, return_exceptions=True)
 
     async def _load(self) -> None:
         cursor: str | None = None
@@ -174,17 +173,17 @@ class FanoutConsumer:
         return _text(last[0][0]) if last else _ORIGIN
 
     async def _check_gap(self, cursor: str) -> None:
-        try:
-            info = await self.redis.xinfo_stream(self.keys.feed)
-        except RedisError:
-            return  # no feed yet
-        trimmed = _text(info.get("max-deleted-entry-id") or _ORIGIN)
-        if parse_feed_id(trimmed) > parse_feed_id(cursor):
+        # The feed is trimmed from its head: while the cursor's own entry is there, nothing
+        # after it is gone. (XTRIM does not update XINFO's max-deleted-entry-id.)
+        if cursor == _ORIGIN or await self.redis.xrange(self.keys.feed, cursor, cursor):
+            return
+        first = await self.redis.xrange(self.keys.feed, count=1)
+        if first and parse_feed_id(_text(first[0][0])) > parse_feed_id(cursor):
             self.stats.gaps += 1
             logger.error(
-                "the feed was trimmed past this consumer's cursor: some rows were never"
-                " delivered to it (raise MEMQ_FEED_MAXLEN or restart it sooner)",
-                extra=self._log(cursor=cursor, trimmed_up_to=trimmed),
+                "the feed was trimmed past this consumer's cursor: rows after it may never"
+                " have been delivered (raise MEMQ_FEED_MAXLEN or restart the consumer sooner)",
+                extra=self._log(cursor=cursor, first_kept=_text(first[0][0])),
             )
 
     async def _pump(self) -> int:
@@ -280,22 +279,21 @@ class FanoutConsumer:
     async def _listen(self) -> None:
         failures = 0
         while not self._stopping.is_set():
-            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(self.keys.observations)
-                failures = 0
-                self._wake.set()  # catch up on rows announced while unsubscribed
-                while not self._stopping.is_set():
-                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        self._wake.set()
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(self.keys.observations)
+                    failures = 0
+                    self._wake.set()  # catch up on rows announced while unsubscribed
+                    while not self._stopping.is_set():
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0
+                        )
+                        if message is not None:
+                            self._wake.set()
             except (RedisError, OSError) as e:
                 failures += 1
                 logger.debug("pub/sub lost, resubscribing", extra=self._log(error=str(e)))
                 await asyncio.sleep(self._backoff(failures))
-            finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await pubsub.reset()  # what aclose() does; aclose is untyped
 
     async def _idle(self) -> None:
         with contextlib.suppress(TimeoutError):

@@ -7,7 +7,7 @@ import os
 import signal
 import socket
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from arq import Worker, cron
 from arq.connections import ArqRedis
@@ -22,6 +22,9 @@ from worker.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
 from worker.session_run import observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
+
+if TYPE_CHECKING:
+    from worker.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +54,15 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-async def build_runtime(settings: Settings, redis: ArqRedis) -> Runtime:
+async def build_runtime(
+    settings: Settings, redis: ArqRedis, metrics: Metrics | None = None
+) -> Runtime:
     """Open storage, the observer and the mode; fail fast with one line when one is wrong."""
     observer = build_observer(settings)
+    if metrics is not None:
+        from worker.metrics import TimedObserver
+
+        observer = TimedObserver(observer, metrics)
     mode = load_mode(settings.mode, extra_dirs=settings.extra_modes_dirs)
     for warning in mode.warnings:
         logger.warning("mode: %s", warning)
@@ -66,6 +75,7 @@ async def build_runtime(settings: Settings, redis: ArqRedis) -> Runtime:
         observer=observer,
         mode=mode,
         consumer=consumer_name(),
+        metrics=metrics,
     )
     # Rows a crashed worker stored but never announced.
     backlog = await rt.broadcaster.announce_backlog()
@@ -103,11 +113,12 @@ def build_worker(
     concurrency: int | None = None,
     runtime: Runtime | None = None,
     with_cron: bool = True,
+    metrics: Metrics | None = None,
 ) -> Worker:
     """An arq Worker for this tenant; pass `runtime` to skip startup/shutdown (tests)."""
 
     async def startup(ctx: dict[str, Any]) -> None:
-        ctx["runtime"] = await build_runtime(settings, redis)
+        ctx["runtime"] = await build_runtime(settings, redis, metrics)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
         rt = ctx.get("runtime")
@@ -117,7 +128,15 @@ def build_worker(
     sweep: WorkerCoroutine = sweep_sessions
     prefix = settings.prefix
     every = set(range(0, 60, SWEEP_EVERY_S))
-    crons = [cron(sweep, name=f"{prefix}:cron:sweep", second=every, run_at_startup=True)]
+    crons = [
+        cron(
+            sweep,
+            name=f"{prefix}:cron:sweep",
+            second=every,
+            run_at_startup=True,
+            timeout=settings.job_timeout_s,
+        )
+    ]
     worker = Worker(
         functions=job_functions(settings),
         cron_jobs=crons if with_cron else None,
@@ -127,6 +146,10 @@ def build_worker(
         job_serializer=job_serializer,
         job_deserializer=job_deserializer,
         max_jobs=concurrency or settings.concurrency,
+        # arq keeps a started job's in-progress key for the LONGEST function timeout + 10 s,
+        # and other workers re-run a dead worker's job only once it expires: with the cron
+        # left at arq's 300 s default, a kill -9 delayed its sessions by 310 s.
+        job_timeout=settings.job_timeout_s,
         poll_delay=0.05,
         burst=burst,
         ctx={"runtime": runtime} if runtime is not None else None,

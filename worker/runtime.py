@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
@@ -19,6 +19,9 @@ from worker.pauses import Pauses
 from worker.scheduling import Scheduler
 from worker.settings import Settings
 from worker.storage.protocol import Store
+
+if TYPE_CHECKING:
+    from worker.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,8 @@ class Runtime:
     """This worker's consumer name in the session streams' group."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set on SIGTERM/SIGINT: jobs finish the turn in hand, start no new one, and hand off."""
+    metrics: Metrics | None = None
+    """This process' Prometheus metrics (`memq worker --metrics-port`), fed by `counters`."""
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -56,6 +61,7 @@ class Runtime:
         observer: Observer,
         mode: Mode,
         consumer: str,
+        metrics: Metrics | None = None,
     ) -> Runtime:
         """Wire the small per-tenant helpers around the clients."""
         keys = Keys(settings.prefix)
@@ -69,9 +75,10 @@ class Runtime:
             scheduler=Scheduler(redis, keys),
             states=StateStore(redis, keys),
             pauses=Pauses(redis, keys),
-            counters=Counters(redis, keys),
+            counters=Counters(redis, keys, metrics),
             broadcaster=Broadcaster(redis, keys, store, settings.feed_maxlen),
             consumer=consumer,
+            metrics=metrics,
         )
 
 

@@ -5,18 +5,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
+from typing import cast
+
+from redis.exceptions import RedisError
 
 from pipeline.batching import plan_turns
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event
 from worker.leases import Lease, LeaseLostError
-from worker.outcomes import Outcome
+from worker.outcomes import Outcome, backoff_s
 from worker.runtime import Runtime
 from worker.storage.protocol import StaleFenceError
 from worker.streams import Entry, FencedError, SessionStream
 from worker.turn_runner import TurnRunner
 
 logger = logging.getLogger(__name__)
+
+_JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
 
 
 async def observe(rt: Runtime, session: str, job_id: str) -> str:
@@ -33,10 +39,27 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     except (FencedError, StaleFenceError, LeaseLostError) as e:
         logger.warning("stopped: %s", e, extra={"session_id": session})
         result = "fenced"
+    except Exception as e:
+        # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
+        # a delay the hand-off below re-ran the job at once, hundreds of times a second.
+        logger.exception("session job failed: %s", e, extra={"session_id": session})
+        defer_s = await _error_backoff_s(rt, session)
+        result = "error"
     finally:
         await lease.release()
         await rt.scheduler.release(session, job_id, defer_ms=int(defer_s * 1000))
     return result
+
+
+async def _error_backoff_s(rt: Runtime, session: str) -> float:
+    """Growing delays for a session whose job keeps failing (reset by the next commit)."""
+    s = rt.settings
+    try:
+        key = rt.keys.attempts(session)
+        failures = int(await cast(Awaitable[int], rt.redis.hincrby(key, _JOB_ERRORS, 1)))
+    except RedisError:
+        return s.retry_max_s
+    return backoff_s(failures, base_s=s.retry_base_s, max_s=s.retry_max_s)
 
 
 async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:

@@ -84,6 +84,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0
     feed_maxlen: PositiveInt = 10_000
+    # memq_silent_sessions counts sessions whose tool calls went this long without an observation
+    silent_alert_s: PositiveFloat = 3600.0
+    # search
+    # the vector index: `on` (embedded, in the data dir), `off`, or a Chroma server URL
+    chroma: Annotated[str, msgspec.Meta(pattern=r"^(on|off|https?://\S+)$")] = "on"
+    # `module:callable` returning a chroma EmbeddingFunction; unset: bundled all-MiniLM-L6-v2
+    embedding: str | None = None
+    # character budget of `memq context` (and of the SessionStart hook's context)
+    context_chars: Annotated[int, msgspec.Meta(ge=500)] = 8000
     # fan-out: web UI and Telegram bot
     ui_host: str = "127.0.0.1"  # anything but loopback needs ui_token
     ui_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765  # `memq ui` and `memq up`

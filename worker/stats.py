@@ -31,7 +31,8 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: int
     tokens: dict[str, int]
     vector_lag: int | None
-    """None: the vector index is not built yet (see the README's limits)."""
+    """Stored rows not yet in the vector index (pending outbox rows): grows while Chroma is
+    down or MEMQ_CHROMA=off, drains to 0 once a worker reaches it."""
     store: StoreCounts
 
 
@@ -65,6 +66,6 @@ async def collect_stats(redis: Redis, keys: Keys, store: Store) -> Stats:
         paused_providers=await Pauses(redis, keys).paused_providers(),
         dead_letters=await redis.xlen(keys.dead),
         tokens=await counters.tokens(),
-        vector_lag=None,
+        vector_lag=await store.vector_lag(),
         store=await store.counts(),
     )

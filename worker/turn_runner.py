@@ -103,6 +103,9 @@ class TurnRunner:
             return await self._pause(
                 f"observer replied with {category} prose", self._reset_s(reply)
             )
+        # The mode's skip guidance says "to skip, return an empty reply": that is a skip,
+        # not a dropped reply (only a summary turn has its own <skip_summary/>).
+        skipped = parsed.kind == "skip" or (category == "idle" and turn.kind == "observe")
         created_at = turn.events[0].occurred_at
         event_ids = [e.event_id for e in turn.events]
         prompt_number = state.prompt_number or None
@@ -131,7 +134,7 @@ class TurnRunner:
                     model=reply.model,
                 )
             ]
-        elif parsed.kind != "skip":
+        elif not skipped:
             category = (
                 "summary_as_observation"
                 if parsed.valid
@@ -168,7 +171,7 @@ class TurnRunner:
             state.told_prompt_number = max(state.told_prompt_number, new_request.prompt_number)
         if dropped:
             result = TurnResult(outcome=Outcome.DROPPED, category=category, reason=parsed.reason)
-        elif parsed.kind == "skip":
+        elif skipped:
             result = TurnResult(outcome=Outcome.SKIPPED)
         else:
             result = TurnResult(outcome=Outcome.STORED)

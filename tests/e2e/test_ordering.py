@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 from arq.connections import ArqRedis
 
-from tests.support.fake_observer import FakeObserver, RecordedRequest
+from tests.support.fake_observer import FakeObserver, RecordedRequest, Reply, deterministic_reply
 from tests.support.worker_checks import observations, wait_until
-from tests.support.worker_harness import make_settings, publish, tool_call
+from tests.support.worker_harness import drain, make_settings, publish, running_runtime, tool_call
 from tests.support.worker_process import worker_env, worker_processes
 from worker.settings import Settings
 
@@ -36,7 +37,8 @@ def calls_seen(request: RecordedRequest) -> tuple[str, list[int]]:
     for tool, parameters in _CALL.findall(request.user):
         assert tool == "Bash"
         step = _STEP.search(parameters)
-        assert step is not None and step[2] == session, parameters
+        assert step is not None, parameters
+        assert step[2] == session, parameters
         steps.append(int(step[1]))
     return session, steps
 
@@ -52,7 +54,7 @@ async def test_each_session_reaches_its_observer_in_publish_order_across_two_pro
     total = SESSIONS * EVENTS_PER_SESSION
     with worker_processes(env, tmp_path, 2) as workers:
         for w in workers:
-            w.wait_for_log("cron:sweep")
+            w.wait_for_log("redis_version")
         # Interleaved across sessions, published while both workers already consume.
         for n in range(EVENTS_PER_SESSION):
             for s in sessions:
@@ -79,9 +81,42 @@ async def test_each_session_reaches_its_observer_in_publish_order_across_two_pro
     assert {s: len(t) for s, t in by_session.items()} == dict.fromkeys(sessions, 30)
     # Both processes did part of the work (the fleet really shared it).
     assert all('"observe_session' in log or "observe_session(" in log for log in logs)
-    print(f"stored {total} events in {elapsed:.1f}s")
     assert elapsed < 60
 
 
 async def _count_is(settings: Settings, total: int) -> bool:
     return len(await observations(settings)) >= total
+
+
+async def test_order_holds_when_turns_fail_and_are_retried(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, batch_max_events="3")
+    failed: list[RecordedRequest] = []
+    lock = threading.Lock()
+
+    def flaky(request: RecordedRequest) -> Reply:
+        with lock:  # every third request fails: the turn is retried, later calls wait
+            if len(fake_observer.requests) % 3 == 0:
+                failed.append(request)
+                return Reply(status=503, error_message="overloaded")
+        return deterministic_reply(request)
+
+    fake_observer.responder = flaky
+    sessions = ["r1", "r2", "r3"]
+    for n in range(12):
+        for s in sessions:
+            await publish(arq_redis, settings, tool_call(
+                s, n, tool_input={"command": f"echo step {n} of {s}"},
+            ))  # fmt: skip
+    async with running_runtime(settings, arq_redis) as rt:
+        await drain(rt, arq_redis)
+    assert failed
+    answered: dict[str, list[int]] = defaultdict(list)
+    failed_ids = {id(r) for r in failed}
+    for request in fake_observer.requests:
+        if id(request) not in failed_ids:
+            session, steps = calls_seen(request)
+            answered[session] += steps
+    assert answered == {s: list(range(12)) for s in sessions}
+    assert len(await observations(settings)) == 36

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -69,8 +70,8 @@ async def test_valid_reply_is_stored_with_new_and_deduplicated_counts(
 ) -> None:
     settings = _settings(tmp_path, redis_url, fake_observer, provider)
     same = {"tool_input": {"command": "ls"}, "output": "a b"}
-    await publish(arq_redis, settings, prompt("s1", 1, "list files"),
-                  tool_call("s1", 1, **same), tool_call("s1", 2), tool_call("s1", 3, **same))  # fmt: skip
+    calls = [tool_call("s1", 1, **same), tool_call("s1", 2), tool_call("s1", 3, **same)]
+    await publish(arq_redis, settings, prompt("s1", 1, "list files"), *calls)
     await _run(settings, arq_redis)
     rows = await observations(settings, "s1")
     assert len(rows) == 2  # the two identical calls gave one observation
@@ -95,6 +96,24 @@ async def test_skip_summary_reply_is_skipped_writes_nothing_and_acks(
     assert (counts["skipped"], counts["stored"], counts["dropped"]) == (1, 0, 0)
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_empty_reply_is_the_skip_the_prompt_asks_for(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver, provider: str
+) -> None:
+    # The mode tells the observer: "To skip, return an empty reply" — not a dropped reply.
+    settings = _settings(tmp_path, redis_url, fake_observer, provider)
+    fake_observer.script(Reply(text=""))
+    await publish(arq_redis, settings, tool_call("s1", 1))
+    await _run(settings, arq_redis)
+    await publish(arq_redis, settings, tool_call("s1", 2))
+    await _run(settings, arq_redis)
+    assert await dropped_rows(settings) == []
+    assert len(await observations(settings, "s1")) == 1
+    counts = await outcomes(arq_redis, settings)
+    assert (counts["skipped"], counts["dropped"], counts["stored"]) == (1, 0, 1)
+    assert await unacked(arq_redis, settings, "s1") == (0, 0)
+
+
 PAUSES = [
     pytest.param("anthropic", Reply(text=QUOTA_PROSE), id="quota-prose"),
     pytest.param("openai", Reply(text=LOGIN_PROSE), id="auth-prose"),
@@ -105,8 +124,11 @@ PAUSES = [
     ),
     pytest.param(
         "openai",
-        Reply(status=429, error_type="insufficient_quota",
-              error_message="You exceeded your current quota"),  # fmt: skip
+        Reply(
+            status=429,
+            error_type="insufficient_quota",
+            error_message="You exceeded your current quota",
+        ),
         id="http-insufficient-quota",
     ),
     pytest.param(
@@ -148,6 +170,23 @@ async def test_quota_or_auth_pauses_the_provider_keeps_the_batch_then_stores_it(
     assert await unacked(arq_redis, settings, "s1") == (0, 0)
     counts = await outcomes(arq_redis, settings)
     assert (counts["paused"], counts["stored"], counts["dropped"]) == (1, 2, 0)
+
+
+async def test_a_paused_provider_defers_every_session_until_the_pause_ends(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = _settings(tmp_path, redis_url, fake_observer)
+    # Another worker's session hit the quota: this session must not call the provider.
+    await arq_redis.set(Keys(settings.prefix).pause("anthropic"), "quota", px=800)
+    await publish(arq_redis, settings, tool_call("s2", 1))
+    started = time.time()
+    await _run(settings, arq_redis)
+    (request,) = fake_observer.requests
+    assert request.received_at - started >= 0.75
+    assert len(await observations(settings, "s2")) == 1
+    # Deferring is not a new pause: nothing counted as paused, nothing as retried.
+    counts = await outcomes(arq_redis, settings)
+    assert (counts["paused"], counts["retry"], counts["stored"]) == (0, 0, 1)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

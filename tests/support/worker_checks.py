@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import msgspec
@@ -96,7 +96,8 @@ async def subscribed(redis_url: str, settings: Settings) -> AsyncIterator[Announ
     await pubsub.subscribe(Keys(settings.prefix).observations)
     # The confirmation proves the server registered us before anything is published.
     confirmed = await pubsub.get_message(timeout=2.0)
-    assert confirmed is not None and confirmed["type"] == "subscribe"
+    assert confirmed is not None
+    assert confirmed["type"] == "subscribe"
     got = Announcements()
 
     async def listen() -> None:
@@ -110,10 +111,8 @@ async def subscribed(redis_url: str, settings: Settings) -> AsyncIterator[Announ
         await asyncio.sleep(0.2)  # messages already published may still be in flight
     finally:
         task.cancel()
-        try:
+        with suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
         await pubsub.aclose()
         await client.aclose()
 

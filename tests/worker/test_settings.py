@@ -1,4 +1,4 @@
-"""Settings: one object from a TOML file and MEMQ_* variables, with errors that name the variable."""
+"""Settings: one object from a TOML file and MEMQ_* variables; errors name the variable."""
 
 from __future__ import annotations
 

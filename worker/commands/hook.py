@@ -2,7 +2,8 @@
 
 Runs once per tool call, so `worker.cli` dispatches here before typer and the other
 commands are imported, and nothing here imports redis-py. Whatever happens the process
-exits 0 within HOOK_BUDGET_S and prints nothing on stdout; problems go to stderr. When Redis
+exits 0 within HOOK_BUDGET_S and prints nothing on stdout (except, on SessionStart, the
+project's context for Claude Code to inject); problems go to stderr. When Redis
 does not answer within MEMQ_HOOK_REDIS_TIMEOUT_MS the event waits in the spool.
 """
 
@@ -100,6 +101,11 @@ def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: 
     events = events_from_payload(
         payload, project=project, host=socket.gethostname(), now=datetime.now(UTC)
     )
+    if payload.hook_event_name == "SessionStart":
+        from worker.context import session_start_output
+
+        # The one output on stdout: Claude Code injects it as the new session's context.
+        sys.stdout.write(session_start_output(settings, project, deadline - time.monotonic()))
     if events:
         in_flight.spool = Spool.from_settings(settings)
         in_flight.events = [prepare_event(e, settings) for e in events]

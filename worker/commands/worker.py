@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import typer
 
@@ -20,6 +21,12 @@ def worker(
         None, "--concurrency", min=1, help="Sessions driven at once (default MEMQ_CONCURRENCY)."
     ),
     burst: bool = typer.Option(False, "--burst", help="Stop once the queue is empty."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=0, max=65535, help="Serve /metrics, /healthz, /readyz here."
+    ),
+    metrics_host: str = typer.Option(
+        "127.0.0.1", "--metrics-host", help="Address for --metrics-port (0.0.0.0 in containers)."
+    ),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
     from worker.commands.context import exit_codes, settings_from_environment
@@ -28,11 +35,27 @@ def worker(
     with exit_codes():
         settings = settings_from_environment()
         configure_logging(settings.log_format)
-        asyncio.run(run_worker(settings, burst=burst, concurrency=concurrency))
+        asyncio.run(
+            run_worker(
+                settings,
+                burst=burst,
+                concurrency=concurrency,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+            )
+        )
 
 
-async def run_worker(settings: Settings, *, burst: bool, concurrency: int | None) -> None:
-    """Connect, check the observer configuration, then run until SIGTERM (or empty, burst)."""
+async def run_worker(
+    settings: Settings,
+    *,
+    burst: bool,
+    concurrency: int | None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+) -> None:
+    """Connect, check the observer configuration, then run until SIGTERM (or empty, burst);
+    with a metrics port, the health server runs beside the worker."""
     from worker.arq_pool import connect_arq
     from worker.jobs import build_worker
     from worker.observers.factory import build_observer
@@ -41,32 +64,63 @@ async def run_worker(settings: Settings, *, burst: bool, concurrency: int | None
     await build_observer(settings).aclose()
     redis = await connect_arq(settings)
     try:
-        w = build_worker(settings, redis, burst=burst, concurrency=concurrency)
-        try:
-            # async_run, not main(): arq's signal handler stops the worker by cancelling
-            # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
-            await w.async_run()
-        except asyncio.CancelledError:
-            pass  # the shutdown a signal asked for
-        finally:
-            await w.close()
+        async with contextlib.AsyncExitStack() as stack:
+            metrics = None
+            if metrics_port is not None:
+                from worker.health import serve_health
+                from worker.metrics import Metrics
+
+                metrics = Metrics()
+                await stack.enter_async_context(
+                    serve_health(settings, redis, metrics, host=metrics_host, port=metrics_port)
+                )
+            w = build_worker(settings, redis, burst=burst, concurrency=concurrency, metrics=metrics)
+            try:
+                # async_run, not main(): arq's signal handler stops the worker by cancelling
+                # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
+                await w.async_run()
+            except asyncio.CancelledError:
+                pass  # the shutdown a signal asked for
+            finally:
+                await w.close()
     finally:
         await redis.aclose()
 
 
 def up() -> None:
-    """Everything on one machine with embedded defaults: managed redis-server, SQLite, a worker.
-
-    The live web UI joins here once it exists (see the README's limits).
+    """Everything on one machine with embedded defaults: managed redis-server, SQLite, a worker,
+    and the web UI on MEMQ_UI_HOST:MEMQ_UI_PORT.
     """
+    import logging
     import sys
 
     from worker.commands.context import exit_codes, settings_from_environment
+    from worker.errors import WorkerError
     from worker.logs import configure_logging
+    from worker.ui import check_bind
+
+    async def worker_and_ui(settings: Settings) -> None:
+        from worker.ui_server import run_ui
+
+        stop = asyncio.Event()
+
+        async def ui() -> None:
+            try:
+                await run_ui(settings, host=settings.ui_host, port=settings.ui_port, stop=stop)
+            except WorkerError as e:  # the UI failing never stops storage (DESIGN invariant 6)
+                logging.getLogger(__name__).error("web UI not running: %s", e)
+
+        ui_task = asyncio.create_task(ui())
+        try:
+            await run_worker(settings, burst=False, concurrency=None)
+        finally:
+            stop.set()
+            await ui_task
 
     with exit_codes():
         settings = settings_from_environment()
         configure_logging(settings.log_format)
+        check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
         where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
         print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
-        asyncio.run(run_worker(settings, burst=False, concurrency=None))
+        asyncio.run(worker_and_ui(settings))

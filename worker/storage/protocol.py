@@ -6,6 +6,15 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from worker.errors import WorkerError
+from worker.storage.index_records import (
+    ReindexStart,
+    RowKind,
+    TextFilter,
+    TextHit,
+    TimelineEntry,
+    VectorJob,
+    VectorRetry,
+)
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -67,6 +76,43 @@ class Store(Protocol):
 
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
+
+    # The search side: vector outbox, full-text search, lookups (worker/storage/sqlite_index.py).
+
+    async def claim_vector_jobs(
+        self, *, limit: int, now_ms: int, lease_until_ms: int
+    ) -> list[VectorJob]:
+        """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+
+    async def finish_vector_jobs(self, keys: Sequence[tuple[RowKind, int]]) -> None:
+        """Mark outbox rows indexed."""
+
+    async def retry_vector_jobs(self, retries: Sequence[VectorRetry], error: str) -> None:
+        """Count a failed attempt on each row and schedule its next one."""
+
+    async def vector_lag(self, project: str | None = None) -> int:
+        """Outbox rows not yet indexed (of one project, or of all)."""
+
+    async def start_reindex(self, project: str | None = None) -> ReindexStart:
+        """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""
+
+    async def finish_reindex(self, project: str | None = None) -> None:
+        """Forget the reindex marker: the next reindex starts over."""
+
+    async def search_text(self, match: str, filters: TextFilter, limit: int) -> list[TextHit]:
+        """Full-text matches of an FTS5 `match` expression, best first."""
+
+    async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
+        """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
+
+    async def latest_summary(self, project: str) -> StoredRow | None:
+        """The project's newest summary."""
+
+    async def timeline(self, memory_session_id: str, limit: int = 1000) -> list[TimelineEntry]:
+        """A session's prompts, observations and summaries in time order."""
+
+    async def session_fence(self, memory_session_id: str) -> int | None:
+        """The session's stored fencing token, or None for an unknown session."""
 
     async def aclose(self) -> None:
         """Close connections."""

@@ -100,6 +100,8 @@ class BatchWrite(msgspec.Struct, frozen=True, kw_only=True):
     dropped: list[DroppedOutput] = []
     usage: list[TokenUsage] = []
     ended: bool = False
+    occurred_at: datetime | None = None
+    """The session activity time to record; None = now (set by imports of old sessions)."""
 
 
 class StoredRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):

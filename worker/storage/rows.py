@@ -92,6 +92,10 @@ INSERT INTO token_usage (memory_session_id, project, provider, model, input_toke
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 """
 
+INSERT_OUTBOX = """
+INSERT INTO vector_outbox (kind, row_id) VALUES (?, ?) ON CONFLICT DO NOTHING
+"""
+
 INSERT_PROCESSED = """
 INSERT INTO processed_events (memory_session_id, event_id, processed_at) VALUES (?, ?, ?)
 ON CONFLICT DO NOTHING
@@ -243,6 +247,19 @@ def select_stored_rows(conditions: Sequence[str], *, newest_first: bool) -> str:
         f" UNION ALL SELECT * FROM (SELECT {_SUMMARY_COLUMNS} FROM summaries {where} {order}"
         f" LIMIT :limit) {order}, kind {direction} LIMIT :limit"
     )
+
+
+def select_one_kind(kind: str, where: str, order: str = "") -> str:
+    """Rows of one table (`observation` or `summary`) in the shape stored_row maps.
+
+    `where` and `order` are fixed SQL fragments (never user text).
+    """
+    table, columns = (
+        ("observations", _OBSERVATION_COLUMNS)
+        if kind == "observation"
+        else ("summaries", _SUMMARY_COLUMNS)
+    )
+    return f"SELECT {columns} FROM {table} WHERE {where} {order}"
 
 
 def _list_or_none(text: str | None) -> list[str] | None:

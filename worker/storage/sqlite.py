@@ -22,6 +22,7 @@ from worker.storage.records import (
     StoreCounts,
     StoredRow,
 )
+from worker.storage.sqlite_index import SqliteIndexQueries
 from worker.storage.sqlite_schema import configure, migrate_schema, rollback
 
 # RETURNING and UPSERT need SQLite 3.35.
@@ -37,7 +38,7 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class SqliteStore:
+class SqliteStore(SqliteIndexQueries):
     """The Store on one SQLite file, shared safely by the worker processes of one machine.
 
     The connection opens (and the schema migrates) on first use; one instance runs one
@@ -68,7 +69,7 @@ class SqliteStore:
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
         _check_one_session(batch)
-        now = db.iso_utc(self._clock())
+        now = db.iso_utc(batch.occurred_at or self._clock())
         stored: list[StoredRow] = []
         duplicates = 0
         async with self._transaction() as conn:
@@ -87,6 +88,8 @@ class SqliteStore:
                     await conn.execute_fetchall(db.INSERT_SUMMARY, db.summary_params(summary))
                 )
                 stored.append(db.stored_summary(new[0][0], summary))
+            # The vector outbox row commits with its row: Chroma is fed from it, never directly.
+            await conn.executemany(db.INSERT_OUTBOX, [(r.kind, r.id) for r in stored])
             await conn.executemany(db.INSERT_DROPPED, map(db.dropped_params, batch.dropped))
             await conn.executemany(db.INSERT_USAGE, map(db.usage_params, batch.usage))
             await conn.executemany(

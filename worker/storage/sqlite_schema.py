@@ -11,6 +11,16 @@ import aiosqlite
 
 from worker.storage.protocol import StoreError
 
+
+def _words(column: str) -> str:
+    """SQL turning a JSON list-of-strings column into space-separated text (for FTS)."""
+    return (
+        f"CASE WHEN json_valid({column}) THEN"
+        f" (SELECT group_concat(value, ' ') FROM json_each({column})) ELSE {column} END"
+    )
+
+
+_SUMMARY_TEXT = "rowid, request, investigated, learned, completed, next_steps, notes"
 # Time indexes are ascending on purpose: with the rowid appended they serve both
 # "oldest first" and, scanned backwards, "newest first, then highest id".
 # Each step is a tuple of single statements: sqlite3's executescript() would COMMIT the
@@ -132,6 +142,75 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             created_at TEXT NOT NULL
         )""",
         "CREATE INDEX token_usage_session ON token_usage (memory_session_id)",
+    ),
+    # 2: search. The vector outbox (one row per stored observation or summary, written by
+    # write_batch in the row's own transaction, drained into Chroma by worker/vectors.py),
+    # the resumable `memq reindex` marker, and full-text tables. The FTS tables keep their
+    # own copy of the text (not external content) so facts and concepts are indexed as
+    # words rather than JSON, and snippets show plain text.
+    (
+        """CREATE TABLE vector_outbox (
+            kind TEXT NOT NULL CHECK (kind IN ('observation', 'summary')),
+            row_id INTEGER NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'done')),
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT,
+            next_attempt_at_ms INTEGER NOT NULL DEFAULT 0,
+            done_at TEXT,
+            PRIMARY KEY (kind, row_id)
+        ) WITHOUT ROWID""",
+        """CREATE INDEX vector_outbox_due
+            ON vector_outbox (next_attempt_at_ms, kind, row_id) WHERE state = 'pending'""",
+        "INSERT INTO vector_outbox (kind, row_id) SELECT 'observation', id FROM observations",
+        "INSERT INTO vector_outbox (kind, row_id) SELECT 'summary', id FROM summaries",
+        "CREATE TABLE vector_reindex (scope TEXT PRIMARY KEY, started_at TEXT NOT NULL)",
+        """CREATE VIRTUAL TABLE observations_fts USING fts5 (
+            title, subtitle, narrative, facts, concepts,
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+        # Default ranking: a title or concept match counts more than one in the narrative.
+        """INSERT INTO observations_fts (observations_fts, rank)
+            VALUES ('rank', 'bm25(4.0, 2.0, 1.0, 1.0, 2.0)')""",
+        f"""CREATE TRIGGER observations_fts_insert AFTER INSERT ON observations BEGIN
+            INSERT INTO observations_fts (rowid, title, subtitle, narrative, facts, concepts)
+            VALUES (new.id, new.title, new.subtitle, new.narrative, {_words("new.facts")},
+                    {_words("new.concepts")});
+        END""",
+        """CREATE TRIGGER observations_fts_delete AFTER DELETE ON observations BEGIN
+            DELETE FROM observations_fts WHERE rowid = old.id;
+        END""",
+        f"""CREATE TRIGGER observations_fts_update
+            AFTER UPDATE OF title, subtitle, narrative, facts, concepts ON observations BEGIN
+            DELETE FROM observations_fts WHERE rowid = old.id;
+            INSERT INTO observations_fts (rowid, title, subtitle, narrative, facts, concepts)
+            VALUES (new.id, new.title, new.subtitle, new.narrative, {_words("new.facts")},
+                    {_words("new.concepts")});
+        END""",
+        f"""INSERT INTO observations_fts (rowid, title, subtitle, narrative, facts, concepts)
+            SELECT id, title, subtitle, narrative, {_words("facts")}, {_words("concepts")}
+            FROM observations""",
+        """CREATE VIRTUAL TABLE summaries_fts USING fts5 (
+            request, investigated, learned, completed, next_steps, notes,
+            tokenize = 'porter unicode61 remove_diacritics 2'
+        )""",
+        f"""CREATE TRIGGER summaries_fts_insert AFTER INSERT ON summaries BEGIN
+            INSERT INTO summaries_fts ({_SUMMARY_TEXT})
+            VALUES (new.id, new.request, new.investigated, new.learned, new.completed,
+                    new.next_steps, new.notes);
+        END""",
+        """CREATE TRIGGER summaries_fts_delete AFTER DELETE ON summaries BEGIN
+            DELETE FROM summaries_fts WHERE rowid = old.id;
+        END""",
+        f"""CREATE TRIGGER summaries_fts_update AFTER UPDATE OF
+            request, investigated, learned, completed, next_steps, notes ON summaries BEGIN
+            DELETE FROM summaries_fts WHERE rowid = old.id;
+            INSERT INTO summaries_fts ({_SUMMARY_TEXT})
+            VALUES (new.id, new.request, new.investigated, new.learned, new.completed,
+                    new.next_steps, new.notes);
+        END""",
+        f"""INSERT INTO summaries_fts ({_SUMMARY_TEXT})
+            SELECT id, request, investigated, learned, completed, next_steps, notes
+            FROM summaries""",
     ),
 )
 

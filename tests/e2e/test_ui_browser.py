@@ -1,0 +1,103 @@
+"""The web UI in a real headless Chromium: a published event appears live, is found, opens."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from arq.connections import ArqRedis
+from playwright.async_api import Browser, Page, async_playwright, expect
+
+from tests.support.fake_observer import FakeObserver
+from tests.support.feed_rows import announce, observation, store_rows
+from tests.support.ui_harness import running_ui
+from tests.support.worker_harness import drain, make_settings, prompt, running_runtime, tool_call
+from worker.keys import Keys
+from worker.producer import Producer
+from worker.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.slow  # a browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+
+@pytest.fixture(name="browser")
+async def _fix_browser() -> AsyncIterator[Browser]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} missing: scripts/test installs Debian's chromium")
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        await browser.close()
+
+
+async def _screenshot(page: Page, tmp_path: Path, name: str) -> None:
+    shot = tmp_path / name
+    await page.screenshot(path=str(shot), full_page=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(shot, ARTIFACTS / name)
+
+
+async def test_a_published_event_appears_live_is_found_and_opens_its_session(
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    browser: Browser,
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    async with running_ui(settings) as url:
+        page = await browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        await page.goto(url)
+        await expect(page.locator("body")).to_have_attribute("data-live", "on", timeout=5000)
+
+        # Publish through the producer; the worker stores and announces; the card shows up.
+        producer = Producer(arq_redis, settings)
+        await producer.publish(prompt("browser-s1", 1, "find the zebrafish crash"))
+        await producer.publish(
+            tool_call("browser-s1", 2, tool_input={"command": "grep -rn zebrafish src"})
+        )
+        async with running_runtime(settings, arq_redis) as rt:
+            assert await drain(rt, arq_redis) >= 1
+        card = page.locator("#feed article.card", has_text="zebrafish").first
+        await expect(card).to_be_visible(timeout=2000)  # live, no reload
+        title = await card.locator(".title").inner_text()
+        assert "zebrafish" in title
+        await expect(page.locator("#live-status")).to_contain_text("1 new item")
+
+        # Stored markup arrives live as text; nothing in it runs.
+        store = SqliteStore(settings.data_path / "memq.db")
+        rows = await store_rows(store, session="browser-s2", observations=[
+            observation(9, session="browser-s2", title=HOSTILE)])  # fmt: skip
+        await announce(arq_redis, Keys(settings.prefix), store, rows)
+        await store.aclose()
+        hostile = page.locator("#feed .title", has_text="window.__pwned=2")
+        await expect(hostile).to_have_text(HOSTILE, timeout=2000)
+        assert await page.evaluate("window.__pwned") is None
+        await _screenshot(page, tmp_path, "ui-live.png")
+
+        # Search for it (full text through the store), then open its session.
+        await page.fill("#q", "zebrafish")
+        await page.press("#q", "Enter")
+        await expect(page.locator("#feed-title")).to_contain_text("zebrafish")
+        found = page.locator("#feed article.card")
+        await expect(found).to_have_count(1)
+        await expect(found.locator(".title")).to_have_text(title)
+        await found.locator("a.session").click()
+        await expect(page.locator("#session-title")).to_contain_text("browser-s1")
+        timeline = page.locator(".timeline > article")
+        await expect(timeline.first).to_contain_text("find the zebrafish crash")
+        await expect(timeline.nth(1)).to_contain_text(title)
+        await _screenshot(page, tmp_path, "ui-session.png")
+        assert errors == []
+        await page.close()

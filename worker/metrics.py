@@ -1,0 +1,213 @@
+"""Prometheus metrics of one worker process, on a registry of its own (never the global one)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import msgspec
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from worker.observers.protocol import Observer, ObserverReply, ObserverRequest
+from worker.outcomes import COUNTED
+
+PROVIDERS = ("anthropic", "openai")
+TOKEN_KINDS = ("input", "cached_input", "output")
+# Turns that end with these leave their events pending: they come back in a later turn.
+_UNFINISHED = frozenset({"paused", "retry"})
+TURN_LOGGER = "worker.session_run"
+"""The logger whose one record per turn (extras `outcome`, `events`) feeds events and batches."""
+
+
+class FleetFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """The fleet-wide gauges, read from Redis and the store on each scrape."""
+
+    stream_pending: int
+    oldest_pending_s: float
+    paused_providers: list[str]
+    dead_letters: int
+    vector_lag: int
+    silent_sessions: int
+
+
+class Metrics:
+    """Counters fed as outcomes happen; gauges set from FleetFigures before each scrape."""
+
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.outcomes = Counter(
+            "memq_outcomes",
+            "Outcomes as `memq stats` counts them: turns, or rows for stored/deduplicated.",
+            ["outcome", "category"],
+            registry=r,
+        )
+        self.events = Counter(
+            "memq_events",
+            "Events whose turn finished (any outcome but paused or retry).",
+            registry=r,
+        )
+        self.dedupe_hits = Counter(
+            "memq_dedupe_hits",
+            "Observations not stored twice: their content hash existed.",
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "memq_batch_size",
+            "Events per observer turn.",
+            buckets=(1, 2, 4, 8, 16, 32, 64),
+            registry=r,
+        )
+        self.observer_latency = Histogram(
+            "memq_observer_latency_seconds",
+            "Duration of observer calls, failed ones included.",
+            buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120),
+            registry=r,
+        )
+        self.tokens = Counter(
+            "memq_tokens", "Observer tokens as the API reported them.", ["kind"], registry=r
+        )
+        self.stream_pending = Gauge(
+            "memq_stream_pending",
+            "Unprocessed events in every session stream (fleet-wide).",
+            registry=r,
+        )
+        self.oldest_pending = Gauge(
+            "memq_stream_oldest_pending_seconds",
+            "Age of the oldest unprocessed event (0 when none; fleet-wide).",
+            registry=r,
+        )
+        self.paused = Gauge(
+            "memq_paused_providers",
+            "1 while a provider is paused fleet-wide.",
+            ["provider"],
+            registry=r,
+        )
+        self.dead_letters = Gauge(
+            "memq_dead_letters", "Entries in the dead-letter stream.", registry=r
+        )
+        self.vector_lag = Gauge(
+            "memq_vector_lag", "Stored rows not yet in the vector index.", registry=r
+        )
+        self.silent_sessions = Gauge(
+            "memq_silent_sessions",
+            "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
+            registry=r,
+        )
+        # Series exist at 0 from the start, so rate() and absent-alerts work before traffic.
+        for outcome in COUNTED:
+            self.outcomes.labels(outcome, "")
+        for kind in TOKEN_KINDS:
+            self.tokens.labels(kind)
+        for provider in PROVIDERS:
+            self.paused.labels(provider)
+
+    def count_outcome(self, outcome: str, n: int = 1, category: str | None = None) -> None:
+        """Add n to an outcome; `deduplicated` rows are dedupe hits too."""
+        self.outcomes.labels(outcome, category or "").inc(n)
+        if outcome == "deduplicated":
+            self.dedupe_hits.inc(n)
+
+    def add_tokens(self, input_tokens: int, cached_input_tokens: int, output: int) -> None:
+        """Add one call's token usage."""
+        self.tokens.labels("input").inc(input_tokens)
+        self.tokens.labels("cached_input").inc(cached_input_tokens)
+        self.tokens.labels("output").inc(output)
+
+    def finish_turn(self, outcome: str, events: int) -> None:
+        """Count a turn's events once it finished; observer turns also give a batch size."""
+        kind = outcome.split(":", 1)[0]
+        if kind in _UNFINISHED or events <= 0:
+            return
+        self.events.inc(events)
+        if kind != "recorded":  # prompts and ends only: no observer call, no batch
+            self.batch_size.observe(events)
+
+    def observe_call(self, seconds: float) -> None:
+        """Record one observer call's duration."""
+        self.observer_latency.observe(seconds)
+
+    def set_fleet(self, figures: FleetFigures) -> None:
+        """Set every fleet-wide gauge."""
+        self.stream_pending.set(figures.stream_pending)
+        self.oldest_pending.set(figures.oldest_pending_s)
+        for provider in PROVIDERS:
+            self.paused.labels(provider).set(1 if provider in figures.paused_providers else 0)
+        self.dead_letters.set(figures.dead_letters)
+        self.vector_lag.set(figures.vector_lag)
+        self.silent_sessions.set(figures.silent_sessions)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+
+class TimedObserver:
+    """The wrapped Observer, with every call's duration recorded in the metrics."""
+
+    def __init__(self, inner: Observer, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+
+    @property
+    def provider(self) -> str:
+        """The wrapped observer's provider."""
+        return self.inner.provider
+
+    @property
+    def model(self) -> str:
+        """The wrapped observer's model."""
+        return self.inner.model
+
+    async def complete(self, request: ObserverRequest) -> ObserverReply:
+        """Send one turn through the wrapped observer, timing it."""
+        started = time.monotonic()
+        try:
+            return await self.inner.complete(request)
+        finally:
+            self.metrics.observe_call(time.monotonic() - started)
+
+    async def aclose(self) -> None:
+        """Close the wrapped observer."""
+        await self.inner.aclose()
+
+
+class TurnLogBridge(logging.Handler):
+    """Feeds `finish_turn` from the record session_run logs after every turn.
+
+    That record is the one place that knows a turn's event count; a handler on its logger
+    keeps the turn code free of metrics calls.
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        super().__init__()
+        self.metrics = metrics
+
+    def emit(self, record: logging.LogRecord) -> None:
+        outcome = getattr(record, "outcome", None)
+        events = getattr(record, "events", None)
+        if isinstance(outcome, str) and isinstance(events, int):
+            self.metrics.finish_turn(outcome, events)
+
+
+@contextmanager
+def turn_metrics(metrics: Metrics) -> Iterator[None]:
+    """Count turns into `metrics` while inside (needs INFO records from TURN_LOGGER)."""
+    bridge = TurnLogBridge(metrics)
+    logger = logging.getLogger(TURN_LOGGER)
+    logger.addHandler(bridge)
+    try:
+        yield
+    finally:
+        logger.removeHandler(bridge)
