@@ -71,7 +71,7 @@ class Recorder:
                                   prompt_text=text, prompt_number=number))  # fmt: skip
 
     def tool(self, name: str, tool_input: dict[str, Any], output: Any, seconds: float) -> None:
-        self.clock += timedelta(seconds=4 + seconds)
+        self.clock += timedelta(seconds=round(4 + seconds, 1))
         digest = hashlib.sha256(f"{len(self.events)}{name}{tool_input}".encode()).hexdigest()
         self.events.append(ToolCall(
             event_id=self._id(), memory_session_id=SESSION, project="memq",
@@ -107,7 +107,7 @@ class Recorder:
         self, pattern: str, path: str = ".", content: bool = False, glob: str = "*.py"
     ) -> None:
         flag = "-rnE" if content else "-rlE"
-        excludes = [f"--exclude-dir={d}" for d in sorted(_SKIP_DIRS)]
+        excludes = [f"--exclude-dir={d}" for d in sorted(_SKIP_DIRS)] + ["--exclude=make_corpus.py"]
         args = ["grep", flag, f"--include={glob}", *excludes, "--", pattern, path]
         found = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False).stdout
         lines = sorted(line.removeprefix("./") for line in found.splitlines())
@@ -297,8 +297,8 @@ def second_request(r: Recorder) -> None:
         r.grep(symbol, content=True)
     for setting in ("batch_max_chars", "history_turns", "history_chars", "max_event_bytes"):
         r.grep(setting, content=True)
-    for path in sorted((REPO / "tests" / "worker").glob("test_*.py"))[:10]:
-        r.read(str(path.relative_to(REPO)), 0, 80)
+    for test_file in sorted((REPO / "tests" / "worker").glob("test_*.py"))[:10]:
+        r.read(str(test_file.relative_to(REPO)), 0, 80)
     for path in ("worker/conversation.py", "worker/turn_runner.py", "pipeline/prompts.py",
                  "worker/observers/anthropic.py", "worker/observers/openai.py"):  # fmt: skip
         for old, new in docstring_edits(path, 3):

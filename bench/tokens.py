@@ -242,6 +242,11 @@ def report(
         mine, theirs = (sc.billed / len(sc.observations) for sc in (memq8, best))
         print(f"Billed input per observation, first memq row vs the original's best case: "
               f"{_ratio(mine, theirs)}.")  # fmt: skip
+    print(
+        "memq's batches of 8 are what a backlog gives (or a debounce longer than the agent's "
+        "pace between tool calls); a live session whose calls arrive further apart than "
+        "MEMQ_BATCH_WAIT_MS gets batches of one: the batch-1 row."
+    )
     over = next((i for i, n in enumerate(baseline.sizes) if n > CONTEXT_CHARS), None)
     if over is not None:
         print(

@@ -63,9 +63,14 @@ def _parse_json_container(text: str) -> dict[str, Any] | list[Any] | None:
     if not text.lstrip().startswith(("{", "[")):
         return None
     try:
-        parsed = json.loads(text)
+        # msgspec reads JSON about twice as fast and gives the same values, but refuses
+        # some that json accepts (NaN, 1e400, lone surrogates): json has the last word.
+        parsed = msgspec.json.decode(text)
     except (ValueError, RecursionError):
-        return None
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            return None
     return parsed if isinstance(parsed, dict | list) else None
 
 

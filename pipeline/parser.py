@@ -29,7 +29,15 @@ from pipeline.textnorm import (
     js_trim,
     xml_text_content,
 )
-from pipeline.xmltags import Span, elements, first_kind_blocks, first_spans, is_regular, tag_set
+from pipeline.xmltags import (
+    Span,
+    elements,
+    first_kind_blocks,
+    first_spans,
+    is_regular,
+    literal_items,
+    tag_set,
+)
 
 ParseKind = Literal["observations", "summary", "skip", "invalid"]
 
@@ -104,6 +112,31 @@ _EVERY_NAME = tag_set(
 )
 # An observation block's check covers its lists too.
 _OBSERVATION_AND_ITEMS = tag_set(*_OBSERVATION.names, "fact", "concept", "file")
+_LISTS = (
+    ("facts", _FACT),
+    ("concepts", _CONCEPT),
+    ("files_read", _FILE),
+    ("files_modified", _FILE),
+)
+
+
+def _canonical_pattern() -> re.Pattern[str]:
+    # The skeleton's layout: each field at most once and in its order, literal tags, lists
+    # of complete items, no other `<`. Such a block is regular, and each group holds what
+    # the general reading gives as that field's content.
+    text = "[^<]*+"
+    items = {wrapper: item.names[0] for wrapper, item in _LISTS}
+    fields = []
+    for name in ("type", "title", "subtitle", "facts", "narrative", "concepts"):
+        item = items.get(name)
+        body = text if item is None else f"(?:{text}<{item}>{text}</{item}>)*+{text}"
+        fields.append(f"(?:<{name}>({body})</{name}>{text})?")
+    for name in ("files_read", "files_modified"):
+        fields.append(f"(?:<{name}>((?:{text}<file>{text}</file>)*+{text})</{name}>{text})?")
+    return re.compile(text + "".join(fields))
+
+
+_CANONICAL = _canonical_pattern()
 
 
 def strip_code_fences(raw: str) -> str:
@@ -128,6 +161,10 @@ def strip_code_fences(raw: str) -> str:
     return raw[newline + 1 : close]
 
 
+def _trimmed(raw: str | None) -> str | None:
+    return None if raw is None else decode_xml_entities(raw).strip(JS_WHITESPACE) or None
+
+
 def _field_text(text: str, span: Span | None, regular: bool) -> str | None:
     if span is None:
         return None
@@ -138,37 +175,57 @@ def _field_text(text: str, span: Span | None, regular: bool) -> str | None:
 def _observation(
     text: str, block: Span, types: dict[str, str], regular: bool
 ) -> ParsedObservation | None:
-    regular = regular or is_regular(text, block, _OBSERVATION_AND_ITEMS)
-    spans = first_spans(text, block, _OBSERVATION, regular)
-    get = spans.get
-    written_type = _field_text(text, get("type"), regular)
+    if (canonical := _CANONICAL.fullmatch(text, *block)) is not None:
+        (
+            written_type,
+            title,
+            subtitle,
+            facts_raw,
+            narrative,
+            concepts_raw,
+            read_raw,
+            modified_raw,
+        ) = canonical.groups()
+        written_type, title, subtitle, narrative = map(
+            _trimmed, (written_type, title, subtitle, narrative)
+        )
+        facts, concept_texts = (
+            literal_items(facts_raw, _FACT),
+            literal_items(concepts_raw, _CONCEPT),
+        )
+        files_read, files_modified = (
+            literal_items(read_raw, _FILE),
+            literal_items(modified_raw, _FILE),
+        )
+    else:
+        regular = regular or is_regular(text, block, _OBSERVATION_AND_ITEMS)
+        spans = first_spans(text, block, _OBSERVATION, regular)
+        written_type, title, subtitle, narrative = (
+            _field_text(text, spans.get(name), regular)
+            for name in ("type", "title", "subtitle", "narrative")
+        )
+        facts, concept_texts, files_read, files_modified = (
+            elements(text, spans.get(wrapper), item, regular) for wrapper, item in _LISTS
+        )
     matched = None if written_type is None else types.get(written_type.lower())
     obs_type = matched if matched is not None else next(iter(types.values()))
     lowered_type = obs_type.lower()
     concepts = [
         concept
-        for concept in (
-            c.split(":", 1)[0].strip(JS_WHITESPACE)
-            for c in elements(text, get("concepts"), _CONCEPT, regular)
-        )
+        for concept in (c.split(":", 1)[0].strip(JS_WHITESPACE) for c in concept_texts)
         if concept and concept.lower() != lowered_type
     ]
-    title, narrative = (
-        _field_text(text, get("title"), regular),
-        _field_text(text, get("narrative"), regular),
-    )
-    facts = elements(text, get("facts"), _FACT, regular)
     if title is None and narrative is None and not facts and not concepts:
         return None
     return ParsedObservation(
         type=obs_type,
         title=title,
-        subtitle=_field_text(text, get("subtitle"), regular),
+        subtitle=subtitle,
         facts=facts,
         narrative=narrative,
         concepts=concepts,
-        files_read=elements(text, get("files_read"), _FILE, regular),
-        files_modified=elements(text, get("files_modified"), _FILE, regular),
+        files_read=files_read,
+        files_modified=files_modified,
         type_fallback=matched is None,
     )
 

@@ -150,14 +150,22 @@ def elements(text: str, wrapper: Span | None, item: TagSet, regular: bool) -> li
     return items
 
 
+def literal_items(raw: str | None, item: TagSet) -> list[str]:
+    """Trimmed, non-empty items of a wrapper content made only of complete literal elements."""
+    if raw is None:
+        return []
+    opener, closer = item.literal[item.names[0]]
+    return _trimmed(raw.replace(closer, opener).split(opener)[1::2])
+
+
 def _trimmed(raws: list[str]) -> list[str]:
     """Decoded, trimmed, non-empty texts of CDATA-free element contents."""
-    # Decoded in one call when NUL can separate them: no reference spans or makes a NUL.
-    if len(raws) > 1 and (joined := "\0".join(raws)).count("\0") == len(raws) - 1:
-        raws = decode_xml_entities(joined).split("\0")
-    else:
-        raws = [decode_xml_entities(raw) for raw in raws]
-    return list(filter(None, map(str.strip, raws, itertools.repeat(JS_WHITESPACE))))
+    # A long list is decoded in one call when NUL can separate the items: no reference
+    # spans a NUL or decodes to one.
+    if len(raws) > 16 and (joined := "\0".join(raws)).count("\0") == len(raws) - 1:
+        decoded = decode_xml_entities(joined).split("\0")
+        return list(filter(None, map(str.strip, decoded, itertools.repeat(JS_WHITESPACE))))
+    return [item for raw in raws if (item := decode_xml_entities(raw).strip(JS_WHITESPACE))]
 
 
 def first_kind_blocks(text: str, roots: TagSet, regular: bool) -> tuple[str, Iterator[Span]] | None:

@@ -22,6 +22,7 @@ from worker.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
 from worker.session_run import observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
+from worker.vectors import BackgroundSync, start_vector_sync
 
 if TYPE_CHECKING:
     from worker.metrics import Metrics
@@ -119,8 +120,12 @@ def build_worker(
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["runtime"] = await build_runtime(settings, redis, metrics)
+        # Feeds Chroma from the storage outbox in the background (None: MEMQ_CHROMA=off).
+        ctx["vector_sync"] = start_vector_sync(settings, ctx["runtime"].store)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
+        if isinstance(sync := ctx.get("vector_sync"), BackgroundSync):
+            await sync.stop()
         rt = ctx.get("runtime")
         if isinstance(rt, Runtime):
             await close_runtime(rt)

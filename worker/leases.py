@@ -33,6 +33,23 @@ return 0
 """)
 
 
+# KEYS: fence   ARGV: floor -> raise the counter to at least `floor`
+_RAISE_FENCE = LuaScript("""
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+""")
+
+
+async def raise_fence_floor(redis: Redis, keys: Keys, session: str, floor: int) -> None:
+    """Make the next token exceed `floor`: storage saw that fence, Redis lost its counter.
+
+    Without this, a Redis that lost `fence:<session>` (no persistence) hands out tokens
+    storage refuses forever; a genuinely stale holder is unaffected (its token stays old).
+    """
+    await _RAISE_FENCE(redis, [keys.fence(session)], [floor])
+
+
 class LeaseLostError(Exception):
     """The lease expired or was taken over; the holder must stop writing."""
 

@@ -116,12 +116,11 @@ async def search(
     """Search stored observations and summaries; keyword-only (saying why) without vectors."""
     filters = filters or TextFilter()
     notice: str | None = None
-    if mode != "fts" and vectors is not None:
+    if mode != "fts" and vectors is not None and (lag := await store.vector_lag()):
         counts = await store.counts()
-        lag = await store.vector_lag()
-        if lag and lag >= counts.observations + counts.summaries:
+        if lag >= counts.observations + counts.summaries:
             vectors, vectors_off_reason = None, f"vector index not built yet ({lag} rows wait)"
-        elif lag:
+        else:
             notice = f"vector index {lag} rows behind: the newest rows match by keywords only"
     if mode == "vector":
         if vectors is None:

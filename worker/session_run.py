@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from pipeline.batching import plan_turns
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event
-from worker.leases import Lease, LeaseLostError
+from worker.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.outcomes import Outcome, backoff_s
 from worker.runtime import Runtime
 from worker.storage.protocol import StaleFenceError
@@ -36,7 +36,11 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     result = "drained"
     try:
         result, defer_s = await _drive(rt, session, lease)
-    except (FencedError, StaleFenceError, LeaseLostError) as e:
+    except StaleFenceError as e:
+        logger.warning("stopped: %s", e, extra={"session_id": session})
+        await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
+        result = "fenced"
+    except (FencedError, LeaseLostError) as e:
         logger.warning("stopped: %s", e, extra={"session_id": session})
         result = "fenced"
     except Exception as e:

@@ -120,13 +120,11 @@ class VectorSync:
         await self._store.finish_vector_jobs([(j.kind, j.id) for j in jobs])
         return DrainResult(indexed=len(jobs))
 
-    async def drain(self, *, on_batch: Callable[[DrainResult], None] | None = None) -> int:
+    async def drain(self) -> int:
         """Index everything due now; stops at the first failed batch. Returns rows indexed."""
         indexed = 0
         while True:
             result = await self.drain_once()
-            if on_batch is not None:
-                on_batch(result)
             indexed += result.indexed
             if result.idle or result.failed:
                 return indexed
@@ -156,11 +154,11 @@ class VectorSync:
             logger.debug("vector index still failing: %s", error)
             return
         self._failing = True
-        with contextlib.suppress(Exception):
-            lag = await self._store.vector_lag()
-            logger.warning(
-                "vector index unavailable (%s); %d rows wait, retried with backoff", error, lag
-            )
+        try:
+            waiting = f"{await self._store.vector_lag()} rows wait"
+        except Exception:  # storage may be what is failing
+            waiting = "rows wait"
+        logger.warning("vector index unavailable (%s); %s, retried with backoff", error, waiting)
 
     def _upsert(self, docs: list[VectorDocument]) -> None:
         if self._index is None:
@@ -243,8 +241,12 @@ def start_vector_sync(settings: Settings, store: Store) -> BackgroundSync | None
     if target is None:
         return None
     lock = sync_lock(target)
-    if lock is not None and not lock.acquire():
-        logger.info("another memq process holds %s and indexes vectors here", lock.path)
+    try:
+        if lock is not None and not lock.acquire():
+            logger.info("another memq process holds %s and indexes vectors here", lock.path)
+            return None
+    except OSError as e:  # storage must run even where the index cannot
+        logger.warning("vector sync off: cannot lock %s (%s)", lock.path if lock else "", e)
         return None
     sync = VectorSync(store, index_opener(settings, target))
     task = asyncio.create_task(sync.run(), name=f"memq-vector-sync-{os.getpid()}")

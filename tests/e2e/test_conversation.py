@@ -1,4 +1,4 @@
-"""The observer conversation end to end: prompts, batching, debounce, history, files, end."""
+"""The observer conversation end to end: prompts, summaries, batching, history, files, end."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ from arq.connections import ArqRedis
 
 from pipeline.modes import load_mode
 from tests.support.fake_observer import FakeObserver, Reply
-from tests.support.worker_checks import message_texts, observations, unacked
+from tests.support.worker_checks import (
+    dropped_rows,
+    message_texts,
+    observations,
+    outcomes,
+    stored_rows,
+    unacked,
+)
 from tests.support.worker_harness import (
     drain,
     end,
@@ -19,6 +26,7 @@ from tests.support.worker_harness import (
     publish,
     running_runtime,
     sqlite_store,
+    summarize,
     tool_call,
 )
 from worker.keys import Keys
@@ -26,6 +34,18 @@ from worker.settings import Settings
 
 MODE = load_mode("code").prompts
 SESSION_ELEMENT = "<observed_from_primary_session>"
+ONE_OBSERVATION = """<observation>
+  <type>discovery</type>
+  <title>Config loader reads MEMQ_* once</title>
+  <narrative>Settings are read once and passed down.</narrative>
+</observation>"""
+A_SUMMARY = """<summary>
+  <request>fix the login test</request>
+  <investigated>the session middleware</investigated>
+  <learned>cookies were not refreshed</learned>
+  <completed>the login test passes</completed>
+  <next_steps>none</next_steps>
+</summary>"""
 
 
 async def _run(settings: Settings, redis: ArqRedis) -> None:
@@ -93,6 +113,58 @@ async def test_a_later_prompt_is_told_to_the_observer_once(
     assert third.system == first.system  # the cached system prompt never changes
     rows = await observations(settings, "s1")
     assert [r.prompt_number for r in rows] == [1, 2, 2]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+async def test_summary_is_stored_after_the_observations(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver, provider: str
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, provider)
+    await publish(arq_redis, settings, prompt("s1", 1, "fix the login test"),
+                  tool_call("s1", 1), summarize("s1", "The test passes now."))  # fmt: skip
+    await _run(settings, arq_redis)
+    rows = await stored_rows(settings, "s1")
+    assert [r.kind for r in rows] == ["observation", "summary"]
+    summary = rows[1]
+    assert summary.request == "fix the login test"
+    assert summary.learned == "The test passes now."
+    assert len(fake_observer.requests) == 2
+
+
+async def test_summary_answered_with_observations_gets_one_reminder(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    fake_observer.script(Reply(text=ONE_OBSERVATION), Reply(text=A_SUMMARY))
+    await publish(arq_redis, settings, prompt("s1", 1, "fix the login test"), summarize("s1"))
+    async with running_runtime(settings, arq_redis) as rt:
+        await drain(rt, arq_redis)
+        reminder = rt.mode.prompts.summary_reminder
+    first, second = fake_observer.requests
+    assert reminder not in first.user
+    assert second.user == reminder
+    # The reminder follows the exchange it corrects.
+    assert message_texts(second.messages, "assistant") == [ONE_OBSERVATION]
+    rows = await stored_rows(settings, "s1")
+    assert [(r.kind, r.completed) for r in rows] == [("summary", "the login test passes")]
+    assert await dropped_rows(settings) == []
+
+
+async def test_summary_still_answered_with_observations_is_dropped(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, "openai")
+    fake_observer.script(Reply(text=ONE_OBSERVATION), Reply(text=ONE_OBSERVATION))
+    event = summarize("s1")
+    await publish(arq_redis, settings, event)
+    await _run(settings, arq_redis)
+    assert len(fake_observer.requests) == 2
+    assert await stored_rows(settings) == []
+    (dropped,) = await dropped_rows(settings)
+    assert (dropped.category, dropped.turn_kind) == ("summary_as_observation", "summary")
+    assert dropped.event_ids == [event.event_id]
+    assert await unacked(arq_redis, settings, "s1") == (0, 0)
+    assert (await outcomes(arq_redis, settings))["dropped:summary_as_observation"] == 1
 
 
 @pytest.mark.parametrize(("calls", "per_request"), [(8, [8]), (11, [8, 3])])

@@ -197,8 +197,10 @@ async def test_a_second_run_of_a_busy_session_stands_aside(
             await _wait_for_requests(fake_observer, 1)
             assert await observe(rt, "b1", job_id) == "busy"
             # It asks to look again once the holder's lease could have expired.
-            (later, score), *_ = await arq_redis.zrange(rt.keys.queue, 0, 0, withscores=True)
-            assert later.decode() != job_id
+            later = rt.keys.job_id("b1", 2)
+            assert await arq_redis.get(rt.keys.scheduled("b1")) == later.encode()
+            score = await arq_redis.zscore(rt.keys.queue, later)
+            assert score is not None
             assert score / 1000 - time.time() > rt.lease_ttl_ms / 1000 - 2
         finally:
             fake_observer.release()

@@ -15,7 +15,6 @@ from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dead_letters,
     dropped_rows,
-    message_texts,
     observations,
     outcomes,
     stored_rows,
@@ -29,7 +28,6 @@ from tests.support.worker_harness import (
     prompt,
     publish,
     running_runtime,
-    summarize,
     tool_call,
 )
 from worker.keys import Keys
@@ -40,18 +38,6 @@ PROVIDERS = ["anthropic", "openai"]
 QUOTA_PROSE = (REPLIES / "quota_prose.txt").read_text()
 LOGIN_PROSE = (REPLIES / "login_prose.txt").read_text()
 PLAIN_PROSE = (REPLIES / "plain_prose.txt").read_text()
-ONE_OBSERVATION = """<observation>
-  <type>discovery</type>
-  <title>Config loader reads MEMQ_* once</title>
-  <narrative>Settings are read once and passed down.</narrative>
-</observation>"""
-A_SUMMARY = """<summary>
-  <request>fix the login test</request>
-  <investigated>the session middleware</investigated>
-  <learned>cookies were not refreshed</learned>
-  <completed>the login test passes</completed>
-  <next_steps>none</next_steps>
-</summary>"""
 
 
 def _settings(tmp_path: Path, redis_url: str, fake: FakeObserver, provider: str = "anthropic",
@@ -289,58 +275,6 @@ async def test_fenced_xml_reply_is_stored(
     await _run(settings, arq_redis)
     (row,) = await observations(settings, "s1")
     assert (row.type, row.title) == ("change", "Default prefix renamed to memq")
-
-
-@pytest.mark.parametrize("provider", PROVIDERS)
-async def test_summary_is_stored_after_the_observations(
-    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver, provider: str
-) -> None:
-    settings = _settings(tmp_path, redis_url, fake_observer, provider)
-    await publish(arq_redis, settings, prompt("s1", 1, "fix the login test"),
-                  tool_call("s1", 1), summarize("s1", "The test passes now."))  # fmt: skip
-    await _run(settings, arq_redis)
-    rows = await stored_rows(settings, "s1")
-    assert [r.kind for r in rows] == ["observation", "summary"]
-    summary = rows[1]
-    assert summary.request == "fix the login test"
-    assert summary.learned == "The test passes now."
-    assert len(fake_observer.requests) == 2
-
-
-async def test_summary_answered_with_observations_gets_one_reminder(
-    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
-) -> None:
-    settings = _settings(tmp_path, redis_url, fake_observer)
-    fake_observer.script(Reply(text=ONE_OBSERVATION), Reply(text=A_SUMMARY))
-    await publish(arq_redis, settings, prompt("s1", 1, "fix the login test"), summarize("s1"))
-    async with running_runtime(settings, arq_redis) as rt:
-        await drain(rt, arq_redis)
-        reminder = rt.mode.prompts.summary_reminder
-    first, second = fake_observer.requests
-    assert reminder not in first.user
-    assert second.user == reminder
-    # The reminder follows the exchange it corrects.
-    assert message_texts(second.messages, "assistant") == [ONE_OBSERVATION]
-    rows = await stored_rows(settings, "s1")
-    assert [(r.kind, r.completed) for r in rows] == [("summary", "the login test passes")]
-    assert await dropped_rows(settings) == []
-
-
-async def test_summary_still_answered_with_observations_is_dropped(
-    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
-) -> None:
-    settings = _settings(tmp_path, redis_url, fake_observer, "openai")
-    fake_observer.script(Reply(text=ONE_OBSERVATION), Reply(text=ONE_OBSERVATION))
-    event = summarize("s1")
-    await publish(arq_redis, settings, event)
-    await _run(settings, arq_redis)
-    assert len(fake_observer.requests) == 2
-    assert await stored_rows(settings) == []
-    (dropped,) = await dropped_rows(settings)
-    assert (dropped.category, dropped.turn_kind) == ("summary_as_observation", "summary")
-    assert dropped.event_ids == [event.event_id]
-    assert await unacked(arq_redis, settings, "s1") == (0, 0)
-    assert (await outcomes(arq_redis, settings))["dropped:summary_as_observation"] == 1
 
 
 async def test_same_observation_twice_is_one_row_and_one_broadcast(

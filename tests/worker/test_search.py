@@ -254,6 +254,9 @@ class QualityReport(msgspec.Struct):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(
+    600
+)  # embeds 630 documents: seconds on an idle machine, a minute on a busy one
 async def test_the_right_observation_is_in_the_top_3_for_27_of_30_questions(
     tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:

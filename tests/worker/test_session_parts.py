@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.leases import Lease, LeaseLostError
+from worker.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.observer_state import ObserverState, StateStore, bounded_history
 from worker.observers.protocol import Turn
 from worker.storage.protocol import StaleFenceError
@@ -217,3 +217,29 @@ def test_history_keeps_the_newest_turns_within_both_limits(
     history = [Turn(user=f"user {i}", assistant=f"obs {i}") for i in range(turns)]
     bounded = bounded_history(history, max_turns, max_chars)
     assert bounded == [history[i] for i in kept]
+
+
+async def test_a_lost_fence_counter_recovers_instead_of_refusing_forever(
+    redis: aioredis.Redis, store: SqliteStore
+) -> None:
+    def batch(fence: int) -> BatchWrite:
+        return BatchWrite(memory_session_id=SESSION, project="p", fence=fence, event_ids=[])
+
+    await redis.set(KEYS.fence(SESSION), 6)
+    first = await Lease.acquire(redis, KEYS, SESSION, 5_000)
+    assert first is not None
+    await store.write_batch(batch(first.token))
+    await first.release()
+    await redis.delete(KEYS.fence(SESSION))  # Redis restarted without persistence
+    lost = await Lease.acquire(redis, KEYS, SESSION, 5_000)
+    assert lost is not None
+    with pytest.raises(StaleFenceError) as info:
+        await store.write_batch(batch(lost.token))
+    await lost.release()
+    assert info.value.stored_fence == first.token
+    await raise_fence_floor(redis, KEYS, SESSION, info.value.stored_fence)
+    again = await Lease.acquire(redis, KEYS, SESSION, 5_000)
+    assert again is not None
+    assert again.token > first.token
+    await store.write_batch(batch(again.token))
+    await again.release()

@@ -31,11 +31,14 @@ def _progress() -> Progress:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+    console = Console(stderr=True)
+    # Off a terminal (CI logs, pipes) a bar is noise: the final line says what happened.
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        console=Console(stderr=True),
+        console=console,
+        disable=not console.is_terminal,
     )
 
 

@@ -55,7 +55,7 @@ def search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Search observations and summaries by words and by meaning."""
-    from worker.search import search
+    from worker.search import BadQueryError, match_expression, search
     from worker.storage.index_records import TextFilter
 
     if mode not in ("hybrid", "fts", "vector"):
@@ -64,6 +64,11 @@ def search_command(
     filters = TextFilter(project=project, type=type_, since_ms=_since_ms(since))
 
     async def run(settings: Settings, store: Store) -> Any:
+        if mode != "vector":
+            try:
+                match_expression(query)
+            except BadQueryError as e:
+                raise BadInputError(str(e)) from e
         vectors, reason = (None, "") if mode == "fts" else await open_vectors(settings)
         return await search(
             store,

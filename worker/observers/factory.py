@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from worker.errors import ConfigError
-from worker.observers.anthropic import AnthropicObserver
-from worker.observers.openai import OpenAIObserver
 from worker.observers.protocol import Observer
 from worker.settings import Settings
 
@@ -27,6 +25,9 @@ def build_observer(settings: Settings) -> Observer:
     if provider == "anthropic":
         if settings.anthropic_api_key is None:
             raise ConfigError("MEMQ_OBSERVER=anthropic needs ANTHROPIC_API_KEY")
+        # The SDKs take seconds to import: only after the configuration checks out.
+        from worker.observers.anthropic import AnthropicObserver
+
         return AnthropicObserver(
             api_key=settings.anthropic_api_key.reveal(),
             base_url=settings.anthropic_base_url,
@@ -35,6 +36,8 @@ def build_observer(settings: Settings) -> Observer:
             temperature=settings.temperature,
             timeout_s=settings.observer_timeout_s,
         )
+    from worker.observers.openai import OpenAIObserver
+
     key = settings.openai_api_key
     return OpenAIObserver(
         api_key=key.reveal() if key is not None else None,

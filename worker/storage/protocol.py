@@ -32,6 +32,10 @@ class StoreError(WorkerError):
 class StaleFenceError(StoreError):
     """A write came from a lease holder whose fencing token is no longer current."""
 
+    def __init__(self, message: str, stored_fence: int = 0) -> None:
+        super().__init__(message)
+        self.stored_fence = stored_fence
+
 
 class Store(Protocol):
     """Durable storage of sessions, observations, summaries and their bookkeeping."""

@@ -211,7 +211,8 @@ class SqliteStore(SqliteIndexQueries):
         if found and found[0][0] > batch.fence:
             raise StaleFenceError(
                 f"session {sid}: write refused, fence {batch.fence} is older than"
-                f" the stored fence {found[0][0]} (another worker holds the lease)"
+                f" the stored fence {found[0][0]} (another worker holds the lease)",
+                stored_fence=int(found[0][0]),
             )
         await conn.execute(
             db.UPSERT_SESSION,

@@ -1,0 +1,170 @@
+"""deploy/ and docker-compose.yml stay in step with the settings (no Docker needed)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import yaml
+
+from worker.settings import Secret, Settings, load_settings, settings_variables
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+ENV_EXAMPLE = DEPLOY / "memq.env.example"
+_VARIABLE_LINE = re.compile(r"^#?([A-Z][A-Z0-9_]*)=(.*)$")
+_MEMQ = re.compile(r"^MEMQ_[A-Z0-9_]+$")
+_SECRETS = {
+    settings_variables()[f.name]
+    for f in msgspec.structs.fields(Settings)
+    if f.type == (Secret | None)
+}
+
+
+def _yaml_files() -> list[Path]:
+    return [REPO / "docker-compose.yml", *sorted((DEPLOY / "k8s").glob("*.y*ml"))]
+
+
+def _documents(path: Path) -> list[Any]:
+    with path.open() as f:
+        return [doc for doc in yaml.safe_load_all(f) if doc is not None]
+
+
+def _variables_set(node: Any) -> Iterator[tuple[str, Any]]:
+    """Every (name, value) a compose file or manifest sets: mapping keys, `name:`/`value:`
+    pairs of a container's env list, and `NAME=value` strings."""
+    if isinstance(node, dict):
+        name = node.get("name")
+        if isinstance(name, str) and _MEMQ.match(name) and ("value" in node or "valueFrom" in node):
+            yield name, node.get("value")
+        for key, value in node.items():
+            if isinstance(key, str) and _MEMQ.match(key):
+                yield key, value
+            yield from _variables_set(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _variables_set(item)
+    elif isinstance(node, str) and "=" in node and _MEMQ.match(node.split("=", 1)[0]):
+        yield node.split("=", 1)[0], node.split("=", 1)[1]
+
+
+def _unit_variables(path: Path) -> Iterator[tuple[str, str]]:
+    for line in path.read_text().splitlines():
+        if line.startswith("Environment="):
+            name, _, value = line.removeprefix("Environment=").partition("=")
+            yield name, value
+
+
+def _env_example() -> list[tuple[str, str, int]]:
+    lines = ENV_EXAMPLE.read_text().splitlines()
+    found = []
+    for n, line in enumerate(lines):
+        match = _VARIABLE_LINE.match(line)
+        if match:
+            found.append((match.group(1), match.group(2), n))
+    return found
+
+
+def _deploy_sources() -> list[tuple[str, list[tuple[str, Any]]]]:
+    sources: list[tuple[str, list[tuple[str, Any]]]] = [
+        (path.name, [pair for doc in _documents(path) for pair in _variables_set(doc)])
+        for path in _yaml_files()
+    ]
+    sources += [
+        (unit.name, list(_unit_variables(unit)))
+        for unit in sorted((DEPLOY / "systemd").glob("*.service"))
+    ]
+    return sources
+
+
+SOURCES = _deploy_sources()
+
+
+@pytest.mark.parametrize(("source", "pairs"), SOURCES, ids=[source for source, _ in SOURCES])
+def test_every_memq_variable_the_deploy_files_set_is_a_setting(
+    source: str, pairs: list[tuple[str, Any]]
+) -> None:
+    known = set(settings_variables().values())
+    unknown = sorted({name for name, _ in pairs} - known)
+    assert not unknown, f"{source} sets {unknown}, which memq does not read"
+    # The values they set must load, as memq itself would read them.
+    values = {name: str(value) for name, value in pairs if value is not None}
+    load_settings(values)
+
+
+def test_compose_and_k8s_point_every_service_at_the_redis_service() -> None:
+    found = dict(SOURCES)
+    for source in ("docker-compose.yml", "config.yaml"):
+        urls = {str(value) for name, value in found[source] if name == "MEMQ_REDIS_URL"}
+        assert urls == {"redis://redis:6379/0"}, source
+
+
+def test_the_deploy_files_set_no_secret_inline() -> None:
+    for source, pairs in SOURCES:
+        inline = sorted(name for name, value in pairs if name in _SECRETS and value)
+        assert not inline, f"{source} sets {inline} inline: secrets come from an env file"
+
+
+def test_compose_scales_the_worker_and_probes_its_health() -> None:
+    (compose,) = _documents(REPO / "docker-compose.yml")
+    services = compose["services"]
+    assert {"redis", "chroma", "worker", "ui", "telegram", "postgres"} <= set(services)
+    worker = services["worker"]
+    # --scale worker=N: no fixed container name, no host port
+    assert "container_name" not in worker
+    assert "ports" not in worker
+    assert worker["command"][:3] == ["worker", "--metrics-port", "9090"]
+    assert "/readyz" in " ".join(worker["healthcheck"]["test"])
+    assert "--appendonly" in services["redis"]["command"]
+    for name in ("worker", "ui", "telegram"):
+        assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile"
+
+
+def test_k8s_worker_probes_readyz_and_healthz_on_the_metrics_port() -> None:
+    docs = [doc for path in _yaml_files()[1:] for doc in _documents(path)]
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    port = int(args[args.index("--metrics-port") + 1])
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert ports[container[probe]["httpGet"]["port"]] == port
+    (hpa,) = [d for d in docs if d["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    metric_names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]]
+    assert metric_names == ["memq_stream_pending"]
+    services = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    assert {"redis", "postgres"} <= services
+
+
+def test_env_example_lists_exactly_the_settings_each_with_a_comment() -> None:
+    found = _env_example()
+    names = [name for name, _, _ in found]
+    assert sorted(names) == sorted(settings_variables().values())
+    assert len(names) == len(set(names)), "a variable is listed twice"
+    lines = ENV_EXAMPLE.read_text().splitlines()
+    for name, _, n in found:
+        assert n > 0
+        assert lines[n - 1].startswith("# "), f"{name} has no comment line above it"
+
+
+def test_env_example_holds_no_secret_and_its_examples_are_valid() -> None:
+    found = _env_example()
+    for name, value, _ in found:
+        if name in _SECRETS:
+            assert value == "", f"{name} has a value in the example"
+    load_settings({name: value for name, value, _ in found if value})
+
+
+def test_systemd_worker_unit_takes_its_metrics_port_from_the_instance() -> None:
+    unit = (DEPLOY / "systemd" / "memq-worker@.service").read_text()
+    (exec_start,) = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.endswith("memq worker --metrics-port %i")
+    for name in ("memq-ui.service", "memq-telegram.service"):
+        assert (DEPLOY / "systemd" / name).is_file()
