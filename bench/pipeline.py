@@ -222,6 +222,10 @@ def adversarial(mb: int) -> dict[str, str]:
         "many `<fact>` in one observation": fill(
             "<fact>a fact</fact>", head=obs + "<facts>", tail="</facts></observation>"
         ),
+        "many `<FACT>` (upper case: per-tag path)": fill(
+            "<FACT>a fact</FACT>", head=obs + "<facts>", tail="</facts></observation>"
+        ),
+        "many complete observations": fill("<observation><title>a title</title></observation>"),
         "entity flood in a field": fill(
             "&amp;&lt;&#60;&#x1F600;", head=obs + "<narrative>", tail="</narrative></observation>"
         ),

@@ -14,7 +14,7 @@ from redis.exceptions import RedisError
 
 from worker.errors import WorkerError
 from worker.keys import Keys
-from worker.metrics import FleetFigures, Metrics, turn_metrics
+from worker.metrics import FleetFigures, Metrics
 from worker.pauses import Pauses
 from worker.settings import Settings
 from worker.silence import silent_sessions
@@ -181,14 +181,13 @@ def _one_line(error: BaseException) -> str:
 async def serve_health(
     settings: Settings, redis: Redis, metrics: Metrics, *, host: str, port: int
 ) -> AsyncIterator[HealthServer]:
-    """Serve /metrics, /healthz and /readyz while inside; turns are counted into `metrics`."""
+    """Serve /metrics, /healthz and /readyz while inside."""
     store = open_store(settings)  # its own handle: a probe never waits behind a job's query
     server = HealthServer(settings, redis, store, metrics)
     try:
         url = await server.start(host, port)
         logger.info("metrics and health on %s/metrics", url, extra={"url": url})
-        with turn_metrics(metrics):
-            yield server
+        yield server
     finally:
         await server.aclose()
         await store.aclose()

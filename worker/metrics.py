@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import msgspec
 from prometheus_client import (
@@ -24,7 +21,6 @@ PROVIDERS = ("anthropic", "openai")
 TOKEN_KINDS = ("input", "cached_input", "output")
 # Turns that end with these leave their events pending: they come back in a later turn.
 _UNFINISHED = frozenset({"paused", "retry"})
-TURN_LOGGER = "worker.session_run"
 """The logger whose one record per turn (extras `outcome`, `events`) feeds events and batches."""
 
 
@@ -181,33 +177,3 @@ class TimedObserver:
     async def aclose(self) -> None:
         """Close the wrapped observer."""
         await self.inner.aclose()
-
-
-class TurnLogBridge(logging.Handler):
-    """Feeds `finish_turn` from the record session_run logs after every turn.
-
-    That record is the one place that knows a turn's event count; a handler on its logger
-    keeps the turn code free of metrics calls.
-    """
-
-    def __init__(self, metrics: Metrics) -> None:
-        super().__init__()
-        self.metrics = metrics
-
-    def emit(self, record: logging.LogRecord) -> None:
-        outcome = getattr(record, "outcome", None)
-        events = getattr(record, "events", None)
-        if isinstance(outcome, str) and isinstance(events, int):
-            self.metrics.finish_turn(outcome, events)
-
-
-@contextmanager
-def turn_metrics(metrics: Metrics) -> Iterator[None]:
-    """Count turns into `metrics` while inside (needs INFO records from TURN_LOGGER)."""
-    bridge = TurnLogBridge(metrics)
-    logger = logging.getLogger(TURN_LOGGER)
-    logger.addHandler(bridge)
-    try:
-        yield
-    finally:
-        logger.removeHandler(bridge)

@@ -10,12 +10,13 @@ from typing import Literal
 import msgspec
 
 from worker.errors import WorkerError
-from worker.storage.index_records import RowKind, TextFilter
+from worker.storage.index_records import RowKind, TextFilter, TextHit
 from worker.storage.protocol import Store
 from worker.storage.records import StoredRow
 from worker.vector_index import VectorIndex, VectorMatch
 
 SearchMode = Literal["hybrid", "fts", "vector"]
+RowKey = tuple[RowKind, int]
 VectorSearch = Callable[[str, int, TextFilter], Awaitable[list[VectorMatch]]]
 RRF_K = 60  # the constant of Cormack et al.; damps the weight of the very first ranks
 SNIPPET_CHARS = 160
@@ -84,10 +85,10 @@ def match_expression(query: str) -> str:
 
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[tuple[RowKind, int]]], k: int = RRF_K
-) -> list[tuple[tuple[RowKind, int], float]]:
+    rankings: Sequence[Sequence[RowKey]], k: int = RRF_K
+) -> list[tuple[RowKey, float]]:
     """Fuse ranked lists: each key scores the sum of 1 / (k + rank) over the lists holding it."""
-    scores: dict[tuple[RowKind, int], float] = {}
+    scores: dict[RowKey, float] = {}
     for ranking in rankings:
         for rank, key in enumerate(ranking, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
@@ -130,23 +131,18 @@ async def search(
         found = await _hits(store, keys[:limit], scores, texts)
         return SearchResult(hits=found, mode="vector", notice=notice)
 
-    match = match_expression(query)
-    text_hits = await store.search_text(match, filters, max(limit * 5, 50))
-    snippets = {(h.kind, h.id): h.snippet for h in text_hits}
-    text_keys = [(h.kind, h.id) for h in text_hits]
-    if mode == "fts" or vectors is None:
-        scores = {(h.kind, h.id): round(-h.bm25, 6) for h in text_hits}
-        found = await _hits(store, text_keys[:limit], scores, snippets)
-        used_notice = None if mode == "fts" else f"keyword search only: {vectors_off_reason}"
-        return SearchResult(hits=found, mode="fts", notice=used_notice)
-
+    text_hits = await store.search_text(match_expression(query), filters, max(limit * 5, 50))
+    if mode == "fts":
+        return await _keywords_only(store, text_hits, limit, None)
+    if vectors is None:
+        return await _keywords_only(store, text_hits, limit, vectors_off_reason)
     try:
         matches = await vectors(query, max(limit * 8, 50), filters)
     except Exception as e:  # Chroma down or slow: the keyword half still answers
-        scores = {(h.kind, h.id): round(-h.bm25, 6) for h in text_hits}
-        found = await _hits(store, text_keys[:limit], scores, snippets)
         reason = f"vector index unavailable ({type(e).__name__}: {e})"
-        return SearchResult(hits=found, mode="fts", notice=f"keyword search only: {reason}")
+        return await _keywords_only(store, text_hits, limit, reason)
+    snippets = {(h.kind, h.id): h.snippet for h in text_hits}
+    text_keys = [(h.kind, h.id) for h in text_hits]
     vector_keys, _, vector_texts = _vector_ranking(matches)
     fused = reciprocal_rank_fusion([text_keys, vector_keys])[:limit]
     texts = {**vector_texts, **snippets}
@@ -154,15 +150,23 @@ async def search(
     return SearchResult(hits=found, mode="hybrid", notice=notice)
 
 
+async def _keywords_only(
+    store: Store, text_hits: Sequence[TextHit], limit: int, why_not_hybrid: str | None
+) -> SearchResult:
+    scores = {(h.kind, h.id): round(-h.bm25, 6) for h in text_hits}
+    snippets = {(h.kind, h.id): h.snippet for h in text_hits}
+    found = await _hits(store, [(h.kind, h.id) for h in text_hits[:limit]], scores, snippets)
+    notice = None if why_not_hybrid is None else f"keyword search only: {why_not_hybrid}"
+    return SearchResult(hits=found, mode="fts", notice=notice)
+
+
 def _vector_ranking(
     matches: Sequence[VectorMatch],
-) -> tuple[
-    list[tuple[RowKind, int]], dict[tuple[RowKind, int], float], dict[tuple[RowKind, int], str]
-]:
+) -> tuple[list[RowKey], dict[RowKey, float], dict[RowKey, str]]:
     """Rows in order of their best-matching document."""
-    keys: list[tuple[RowKind, int]] = []
-    scores: dict[tuple[RowKind, int], float] = {}
-    texts: dict[tuple[RowKind, int], str] = {}
+    keys: list[RowKey] = []
+    scores: dict[RowKey, float] = {}
+    texts: dict[RowKey, str] = {}
     for m in matches:
         key = (m.kind, m.id)
         if key not in scores:
@@ -174,9 +178,9 @@ def _vector_ranking(
 
 async def _hits(
     store: Store,
-    keys: Sequence[tuple[RowKind, int]],
-    scores: dict[tuple[RowKind, int], float],
-    snippets: dict[tuple[RowKind, int], str],
+    keys: Sequence[RowKey],
+    scores: dict[RowKey, float],
+    snippets: dict[RowKey, str],
 ) -> list[SearchHit]:
     rows = await store.rows_by_keys(keys)
     return [_hit(r, scores.get((r.kind, r.id), 0.0), snippets.get((r.kind, r.id))) for r in rows]

@@ -115,6 +115,8 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
                     "ms": round((time.monotonic() - t0) * 1000, 1),
                 },
             )
+            if rt.metrics is not None:
+                rt.metrics.finish_turn(result.label, len(turn.events))
             ended = ended or turn.ends
             if result.stop:
                 return str(result.outcome), result.defer_s

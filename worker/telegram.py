@@ -107,7 +107,7 @@ class TelegramSender:
         limiter: RateLimiter,
         count: Callable[[str], Awaitable[None]],
         *,
-        max_attempts: int = 5,
+        max_attempts: int = 8,
         retry_base_s: float = 1.0,
         retry_max_s: float = 60.0,
     ) -> None:

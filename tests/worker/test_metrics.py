@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import signal
 import time
 import urllib.error
@@ -30,7 +29,7 @@ from worker.counters import Counters
 from worker.health import HealthServer
 from worker.jobs import build_runtime, close_runtime
 from worker.keys import Keys
-from worker.metrics import TURN_LOGGER, Metrics, turn_metrics
+from worker.metrics import Metrics
 from worker.observer_state import ObserverState
 from worker.observers.protocol import Turn as Exchange
 from worker.pauses import Pauses
@@ -282,9 +281,7 @@ async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
     arq_redis: ArqRedis,
     fake_observer: FakeObserver,
     health: HealthFactory,
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="worker.session_run")
     settings = make_settings(tmp_path, redis_url, fake_observer.url)
     same = {"tool_input": {"command": "ls"}, "output": "x"}
     await publish(arq_redis, settings, tool_call("s1", 1), tool_call("s1", 2), tool_call("s1", 3))
@@ -293,8 +290,7 @@ async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
     metrics = Metrics()
     rt = await build_runtime(settings, arq_redis, metrics)
     try:
-        with turn_metrics(metrics):
-            await drain(rt, arq_redis)
+        await drain(rt, arq_redis)
     finally:
         await close_runtime(rt)
     async with health(arq_redis, SqliteStore(settings.data_path / "memq.db"), metrics) as url:
@@ -328,18 +324,11 @@ TURNS = [
 
 
 @pytest.mark.parametrize(("outcome", "events", "counted", "batches"), TURNS)
-def test_turn_log_records_count_finished_events_only(
-    caplog: pytest.LogCaptureFixture, outcome: str, events: int, counted: int, batches: int
+def test_finished_turns_count_their_events_and_observer_batches(
+    outcome: str, events: int, counted: int, batches: int
 ) -> None:
-    caplog.set_level(logging.INFO, logger=TURN_LOGGER)
     metrics = Metrics()
-    with turn_metrics(metrics):
-        logging.getLogger(TURN_LOGGER).info(
-            "turn %s", outcome, extra={"session_id": "s1", "outcome": outcome, "events": events}
-        )
-    logging.getLogger(TURN_LOGGER).info(
-        "turn %s", outcome, extra={"outcome": outcome, "events": events}
-    )  # after the block: not counted
+    metrics.finish_turn(outcome, events)
     samples = _samples(metrics.render().decode())
     assert _value(samples, "memq_events_total") == counted
     assert _value(samples, "memq_batch_size_count") == batches

@@ -17,7 +17,7 @@ class TelegramTuning(msgspec.Struct, frozen=True, kw_only=True):
 
     per_chat_s: float = 1.0
     global_per_s: int = 30
-    max_attempts: int = 5
+    max_attempts: int = 8  # 1 + 2 + 4 + … s: rides out about two minutes of 5xx
     retry_base_s: float = 1.0
     retry_max_s: float = 60.0
     poll_timeout_s: float = 25.0
