@@ -1,21 +1,27 @@
-"""Shared bench helpers: machine line, CPU noise, markdown tables, private Redis, fake observer."""
+"""Shared bench helpers: machine line, CPU noise, tables, private Redis, fake observer, workers."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import redis.asyncio as aioredis
+
 from tests.support.redis_server import RedisServer
+from worker.keys import Keys
 
 REPO = Path(__file__).resolve().parent.parent
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -242,3 +248,41 @@ class WorkerProcesses:
                 proc.wait()
                 killed += 1
         return killed
+
+
+async def stored(client: aioredis.Redis, keys: Keys) -> int:
+    """Rows the workers report stored (or deduplicated) so far."""
+    values = await cast(
+        Awaitable[list[bytes | None]], client.hmget(keys.outcomes, ["stored", "deduplicated"])
+    )
+    return sum(int(v or 0) for v in values)
+
+
+async def other_outcomes(client: aioredis.Redis, keys: Keys) -> dict[str, int]:
+    """Outcomes other than stored: any of them makes the run suspect."""
+    raw = await cast(Awaitable[dict[bytes, bytes]], client.hgetall(keys.outcomes))
+    counts = {k.decode(): int(v) for k, v in raw.items()}
+    return {k: v for k, v in counts.items() if k not in ("stored", "deduplicated") and v}
+
+
+async def wait_stored(
+    client: aioredis.Redis, keys: Keys, target: int, workers: WorkerProcesses, timeout_s: float
+) -> float:
+    """Poll every 10 ms until `target` rows are stored; the monotonic time it happened."""
+    deadline = time.monotonic() + timeout_s
+    while (count := await stored(client, keys)) < target:
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"only {count} of {target} rows stored after {timeout_s:.0f}s; other outcomes: "
+                f"{await other_outcomes(client, keys)}; worker logs: {workers.logs[0].parent}"
+            )
+        workers.check_alive()
+        await asyncio.sleep(0.01)
+    return time.monotonic()
+
+
+def count_rows(data_dir: Path, table: str, tag: str) -> int:
+    """Rows of a table for one phase's sessions (their ids start with the tag)."""
+    with sqlite3.connect(data_dir / "memq.db") as db:
+        sql = f"SELECT count(*) FROM {table} WHERE memory_session_id LIKE ?"
+        return int(db.execute(sql, (f"{tag}-%",)).fetchone()[0])

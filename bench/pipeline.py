@@ -1,8 +1,9 @@
-"""Pipeline benchmark: CPU per tool call (prompt + parse + hash), adversarial parses, scrubbing.
+"""Pipeline benchmark: CPU per tool call (prompt + parse + hash), adversarial replies, scrubbing.
 
-Run from the repository root: `.venv/bin/python bench/pipeline.py` (about a minute). Prints
-markdown tables and the machine. Targets (issue 2): <= 40 µs per 2 KB event; adversarial
-parse time linear (16 MB <= 20x the 1 MB time) and under 1 s at 16 MB.
+Run from the repository root: `.venv/bin/python bench/pipeline.py` (about a minute on an idle
+machine). Prints markdown tables and the machine. Targets (issue 2): <= 40 µs per 2 KB event;
+adversarial parse time linear (16 MiB <= 20x the 1 MiB time) and under 1 s at 16 MiB.
+Timings move with the machine's load: the first line gives a CPU speed check to judge a run by.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import random
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,13 +37,14 @@ from pipeline.redact import redact_secrets
 
 SIZES = (200, 2_000, 20_000, 200_000)
 VARIANTS = 8  # events per (size, kind): different text, so no cache flatters a row
-ADVERSARIAL_MB = (1, 4, 16)
+ADVERSARIAL_MIB = (1, 4, 16)
 SESSION = "bench-session-0001"
 _T0 = datetime(2025, 3, 14, 9, 26, 53, tzinfo=UTC)
 _WORDS = (
-    "cart order user item price total discount coupon stream entry batch session cache "
-    "token limit retry payload record queue worker event handler config client result"
-).split()
+    "cart", "order", "user", "item", "price", "total", "discount", "coupon", "stream", "entry",
+    "batch", "session", "cache", "token", "limit", "retry", "payload", "record", "queue",
+    "worker", "event", "handler", "config", "client", "result",
+)  # fmt: skip
 
 
 # Realistic tool outputs, each `size` characters of text --------------------------------------
@@ -63,8 +66,9 @@ def _fill(make: Callable[[], str], size: int, head: str = "") -> str:
 def python_source(rng: random.Random, size: int) -> str:
     def function() -> str:
         name, arg, key = _ident(rng), _ident(rng, 1), rng.choice(_WORDS)
+        limit = rng.randint(1, 500)
         return (
-            f"\n\ndef {name}({arg}: dict[str, Any], *, limit: int = {rng.randint(1, 500)}) -> float:"
+            f"\n\ndef {name}({arg}: dict[str, Any], *, limit: int = {limit}) -> float:"
             f'\n    """Return the {rng.choice(_WORDS)} of a {rng.choice(_WORDS)} after rules."""'
             f"\n    if not {arg} or limit <= 0:"
             f"\n        raise ValueError(f'empty {arg}: {{limit!r}}')"
@@ -149,28 +153,45 @@ def corpus(size: int) -> list[tuple[ToolCall, str]]:
 
 
 def observer_reply(rng: random.Random, path: str, observations: int) -> str:
-    """What an LLM typically answers: 1-2 observations, a few facts, entities, sometimes a fence."""
+    """What an LLM typically answers: 1-2 observations in the skeleton's layout, a few facts,
+    entities; now and then a fence, a sentence before the XML, fields out of order or a raw `<`.
+    """
     blocks = []
     for _ in range(observations):
         name = _ident(rng)
+        raw_lt = rng.random() < 0.1  # `a < b` left unescaped: a `<` that is not a tag
         facts = "\n".join(
-            f"    <fact>{name}() returns {rng.choice(_WORDS)} &lt; limit when the "
-            f"{rng.choice(_WORDS)} is empty &amp; the {rng.choice(_WORDS)} cache is cold</fact>"
+            f"    <fact>{name}() returns {rng.choice(_WORDS)} {'<' if raw_lt else '&lt;'} limit "
+            f"when the {rng.choice(_WORDS)} is empty &amp; the {rng.choice(_WORDS)} cache is cold"
+            "</fact>"
             for _ in range(rng.randint(2, 5))
         )
-        blocks.append(
-            f"<observation>\n  <type>{rng.choice(('discovery', 'bugfix', 'change', 'feature'))}"
-            f"</type>\n  <title>{name.replace('_', ' ').capitalize()} applies the discount twice"
-            f"</title>\n  <subtitle>Found while reading {Path(path).name}</subtitle>\n  <facts>\n"
-            f"{facts}\n  </facts>\n  <narrative>The agent read {path} and found that {name}() "
-            f"sums the {rng.choice(_WORDS)} before the limit check, so orders over the limit get "
-            f"the discount applied twice; the tests in tests/test_cart.py only cover totals "
-            f"under the limit, which is why the bug went unnoticed.</narrative>\n  <concepts>\n"
-            f"    <concept>problem-solution</concept>\n    <concept>gotcha</concept>\n"
-            f"  </concepts>\n  <files_read>\n    <file>{path}</file>\n  </files_read>\n"
-            f"  <files_modified>\n  </files_modified>\n</observation>"
-        )
+        fields = {
+            "type": rng.choice(("discovery", "bugfix", "change", "feature")),
+            "title": f"{name.replace('_', ' ').capitalize()} applies the discount twice",
+            "subtitle": f"Found while reading {Path(path).name}",
+            "facts": f"\n{facts}\n  ",
+            "narrative": (
+                f"The agent read {path} and found that {name}() sums the {rng.choice(_WORDS)} "
+                "before the limit check, so orders over the limit get the discount applied "
+                "twice; the tests in tests/test_cart.py only cover totals under the limit, "
+                "which is why the bug went unnoticed."
+            ),
+            "concepts": "".join(
+                f"\n    <concept>{c}</concept>" for c in ("problem-solution", "gotcha")
+            )
+            + "\n  ",
+            "files_read": f"\n    <file>{path}</file>\n  ",
+            "files_modified": "\n  ",
+        }
+        order = list(fields)
+        if rng.random() < 0.15:  # narrative before facts
+            order[3], order[4] = order[4], order[3]
+        body = "".join(f"\n  <{field}>{fields[field]}</{field}>" for field in order)
+        blocks.append(f"<observation>{body}\n</observation>")
     reply = "\n".join(blocks)
+    if rng.random() < 0.15:
+        reply = f"Recording what the agent found.\n\n{reply}"
     return f"```xml\n{reply}\n```" if rng.random() < 0.2 else reply
 
 
@@ -181,7 +202,7 @@ def pipeline_row(mode: Mode, size: int, budget_s: float) -> tuple[float, float, 
     """Median µs per event of prompt, parse, hash, and the three together."""
     events = corpus(size)
     types = mode.type_ids
-    stages: tuple[list[float], list[float], list[float], list[float]] = ([], [], [], [])
+    stages: tuple[list[float], ...] = ([], [], [], [])
     clock = time.perf_counter
     gc.collect()
     deadline = clock() + budget_s
@@ -199,44 +220,40 @@ def pipeline_row(mode: Mode, size: int, budget_s: float) -> tuple[float, float, 
             t3 = clock()
             for stage, took in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0), strict=True):
                 stage.append(took)
-        if not parsed.valid:
-            raise SystemExit(f"corpus reply did not parse: {parsed.reason}")
-    medians = [statistics.median(s) * 1e6 for s in stages]
-    return medians[0], medians[1], medians[2], medians[3]
+            if not parsed.observations:
+                raise SystemExit(f"a corpus reply did not parse: {parsed.reason}")
+    prompt, parse, hashing, total = (statistics.median(s) * 1e6 for s in stages)
+    return prompt, parse, hashing, total
 
 
-def adversarial(mb: int) -> dict[str, str]:
-    """Replies built to hurt a parser, each `mb` MiB."""
-    n = mb << 20
+_OBS = "<observation><type>bugfix</type><title>t</title>"
+_FACTS = (_OBS + "<facts>", "</facts></observation>")
+ADVERSARIAL: dict[str, tuple[str, str, str]] = {  # name: (head, repeated unit, tail)
+    "unclosed tags": ("", "<observation><title>x<facts><fact>y<concepts>", ""),
+    "`<observation>` openers only": ("", "<observation>", ""),
+    "openers, one close at the end": ("", "<observation>", "</observation>"),
+    "nested `<observation>` pairs": ("", "<observation>", "</observation>" * 1000),
+    "deep nesting `<a><a>…` in a block": (_OBS, "<a>", "</observation>"),
+    "many `<fact>` in one observation": (_FACTS[0], "<fact>a fact</fact>", _FACTS[1]),
+    "many `<FACT>` (upper case: per-tag path)": (_FACTS[0], "<FACT>a fact</FACT>", _FACTS[1]),
+    "many complete observations": ("", "<observation><title>a title</title></observation>", ""),
+    "entity flood in a field": (
+        _OBS + "<narrative>", "&amp;&lt;&#60;&#x1F600;", "</narrative></observation>"
+    ),
+    "unclosed attribute `<observation a=…`": ("<observation ", "a=b ", ""),
+    "`<skip_summary` + whitespace": ("", "<skip_summary" + " " * 50, ""),
+    "unclosed CDATA / comments": (_OBS, "<![CDATA[<!--<observation>", ""),
+    "prose flood (no tags)": ("", "You have hit the usage limit for claude, reset soon. ", ""),
+}  # fmt: skip
 
-    def fill(unit: str, head: str = "", tail: str = "") -> str:
-        return head + unit * ((n - len(head) - len(tail)) // len(unit)) + tail
 
-    obs = "<observation><type>bugfix</type><title>t</title>"
-    return {
-        "unclosed tags": fill("<observation><title>x<facts><fact>y<concepts>"),
-        "`<observation>` openers only": fill("<observation>"),
-        "openers, one close at the end": fill("<observation>", tail="</observation>"),
-        "deep nesting `<a><a>…`": fill("<a>", head=obs, tail="</observation>"),
-        "nested `<observation>` pairs": fill("<observation>", tail="</observation>" * 1000),
-        "many `<fact>` in one observation": fill(
-            "<fact>a fact</fact>", head=obs + "<facts>", tail="</facts></observation>"
-        ),
-        "many `<FACT>` (upper case: per-tag path)": fill(
-            "<FACT>a fact</FACT>", head=obs + "<facts>", tail="</facts></observation>"
-        ),
-        "many complete observations": fill("<observation><title>a title</title></observation>"),
-        "entity flood in a field": fill(
-            "&amp;&lt;&#60;&#x1F600;", head=obs + "<narrative>", tail="</narrative></observation>"
-        ),
-        "unclosed attribute `<observation a=…`": fill("a=b ", head="<observation "),
-        "`<skip_summary` + whitespace": fill("<skip_summary" + " " * 50),
-        "unclosed CDATA / comments": fill("<![CDATA[<!--<observation>", head=obs),
-        "prose flood (no tags)": fill("You have hit the usage limit for claude, reset soon. "),
-    }
+def adversarial(name: str, mib: int) -> str:
+    head, unit, tail = ADVERSARIAL[name]
+    return head + unit * (((mib << 20) - len(head) - len(tail)) // len(unit)) + tail
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:
+    """Fastest of `repeats` runs, in seconds: the run least disturbed by other processes."""
     times = []
     for _ in range(repeats):
         gc.collect()
@@ -246,45 +263,44 @@ def best_of(fn: Callable[[], object], repeats: int) -> float:
     return min(times)
 
 
-def adversarial_rows(types: tuple[str, ...]) -> list[tuple[str, str, list[float]]]:
-    rows: list[tuple[str, str, list[float]]] = []
-    inputs = {mb: adversarial(mb) for mb in ADVERSARIAL_MB}
-    for name in inputs[1]:
-        for label, fn in (
-            ("`parse_agent_xml`", lambda t: parse_agent_xml(t, valid_types=types)),
-            ("`classify_observer_output`", classify_observer_output),
-        ):
-            times = [
-                best_of(lambda t=inputs[mb][name], f=fn: f(t), 3 if mb < 16 else 2)  # type: ignore[misc]
-                for mb in ADVERSARIAL_MB
-            ]
-            rows.append((name, label, times))
-    return rows
+def adversarial_row(name: str, types: tuple[str, ...]) -> tuple[list[float], list[float]]:
+    """Seconds for parse_agent_xml and for classify_observer_output at each size."""
+    parse, classify = [], []
+    for mib in ADVERSARIAL_MIB:
+        text = adversarial(name, mib)
+        repeats = 3 if mib < 16 else 2
+        parse.append(best_of(functools.partial(parse_agent_xml, text, valid_types=types), repeats))
+        classify.append(best_of(functools.partial(classify_observer_output, text), repeats))
+    return parse, classify
 
 
 def scrub_rows() -> list[tuple[str, str, float, float]]:
     """Median µs of each producer scrub over the rendered text of the corpus's outputs."""
     rows = []
-    for fn_name, fn in (
+    scrubs: tuple[tuple[str, Callable[[str], str]], ...] = (
         ("redact_secrets", redact_secrets),
         ("strip_private_tags", strip_private_tags),
-    ):
+    )
+    for fn_name, fn in scrubs:
         for kind in ("Read", "Grep", "Bash", "mcp__shop__list_items"):
-            per_size = []
+            medians = []
             for size in (2_000, 200_000):
-                texts = [
-                    render_tool_field(c.tool_output) for c, _ in corpus(size) if c.tool_name == kind
-                ]
-                reps = 60 if size < 10_000 else 4
+                texts = [render_tool_field(c.tool_output) for c, _ in corpus(size)]
+                texts = texts[("Read", "Grep", "Bash", "mcp__shop__list_items").index(kind) :: 4]
                 samples = []
-                for _ in range(reps):
+                for _ in range(40 if size < 10_000 else 3):
                     for text in texts:
                         started = time.perf_counter()
                         fn(text)
                         samples.append(time.perf_counter() - started)
-                per_size.append(statistics.median(samples) * 1e6)
-            rows.append((f"`{fn_name}`", kind, per_size[0], per_size[1]))
+                medians.append(statistics.median(samples) * 1e6)
+            rows.append((f"`{fn_name}`", kind, medians[0], medians[1]))
     return rows
+
+
+def speed_check_us() -> float:
+    """Best µs for `sum(range(1000))`: about 3-6 µs on an idle machine of this kind."""
+    return min(timeit.repeat("sum(range(1000))", number=2000, repeat=20)) / 2000 * 1e6
 
 
 def machine() -> str:
@@ -296,39 +312,40 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    nproc = len(os.sched_getaffinity(0))
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return (
-        f"nproc {nproc}, {model}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()} (load average at start: {load})"
+        f"nproc {len(os.sched_getaffinity(0))}, {model}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}; load average {load}"
     )
 
 
 def main() -> None:
     started = time.perf_counter()
     mode = load_mode("code")
-    print(f"Machine: {machine()}\n")
+    print(f"Machine: {machine()}; speed check `sum(range(1000))` {speed_check_us():.1f} µs\n")
     print("Realistic corpus: median µs per event (4 tool kinds x 8 variants per size)\n")
     print("| tool output | prompt build | parse reply | hash | total | target |")
     print("|---|---:|---:|---:|---:|---|")
     for size in SIZES:
         prompt, parse, hashing, total = pipeline_row(mode, size, 2.5)
-        target = (" ≤ 40 µs " + ("✅" if total <= 40 else "❌")) if size == 2_000 else ""
+        target = f"≤ 40 µs {'✅' if total <= 40 else '❌'}" if size == 2_000 else ""
         label = f"{size / 1000:g} KB" if size >= 1000 else f"{size} B"
-        print(f"| {label} | {prompt:.1f} | {parse:.1f} | {hashing:.1f} | {total:.1f} |{target} |")
+        print(f"| {label} | {prompt:.1f} | {parse:.1f} | {hashing:.1f} | {total:.1f} | {target} |")
 
-    print("\nAdversarial replies: best-of-3 seconds (best-of-2 at 16 MiB)\n")
-    print("| input | function | 1 MiB | 4 MiB | 16 MiB | 16/1 ratio | target |")
-    print("|---|---|---:|---:|---:|---:|---|")
-    for name, label, (t1, t4, t16) in adversarial_rows(mode.type_ids):
-        ratio = t16 / t1 if t1 else float("inf")
-        ok = ratio <= 20 and t16 < 1
+    print("\nAdversarial replies: seconds, best of 3 (best of 2 at 16 MiB)\n")
+    print(
+        "| input | parse 1 MiB | 4 MiB | 16 MiB | 16/1 | target | classify 1 MiB | 16 MiB | 16/1 |"
+    )
+    print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
+    for name in ADVERSARIAL:
+        (p1, p4, p16), (c1, _, c16) = adversarial_row(name, mode.type_ids)
+        ok = "✅" if p16 <= 20 * p1 and p16 < 1 else "❌"
         print(
-            f"| {name} | {label} | {t1:.4f} | {t4:.4f} | {t16:.4f} | {ratio:.1f}x "
-            f"| {'✅' if ok else '❌'} |"
+            f"| {name} | {p1:.4f} | {p4:.4f} | {p16:.4f} | {p16 / p1:.1f}x | {ok} "
+            f"| {c1:.4f} | {c16:.4f} | {c16 / c1:.1f}x |"
         )
 
-    print("\nProducer scrubbing: median µs per tool output (rendered text)\n")
+    print("\nProducer scrubbing: median µs per tool output (its rendered text)\n")
     print("| function | tool | 2 KB | 200 KB |")
     print("|---|---|---:|---:|")
     for fn_name, kind, small, large in scrub_rows():

@@ -1,12 +1,13 @@
 """Throughput bench: events/s stored end to end by `memq worker` processes, and broadcast latency.
 
-Run from the repository root: `.venv/bin/python bench/throughput.py` (about 2.5 minutes with the
-defaults on 2 CPUs; `--help` for the sizes). It starts a private redis-server on a free loopback
-port and the loopback fake observer (an instant observer: `deterministic_reply`) in a process of
-its own. Then, for each (worker processes, batch size): start the `memq worker` processes, warm
-them up, publish a backlog up front and time first publish → every event stored (counted from
-the workers' `<prefix>:stats:outcomes` hash, checked against the SQLite file afterwards); then
-publish at a steady fraction of that rate and time publish → `<prefix>:observations` message.
+Run from the repository root: `.venv/bin/python bench/throughput.py` (defaults: about 2.5 minutes
+on an idle 2-CPU machine, longer on a busy one; `--help` for the sizes). It starts a private
+redis-server on a free loopback port and the loopback fake observer (an instant observer:
+`deterministic_reply`) in a process of its own. Then, for each (worker processes, batch size):
+start the `memq worker` processes, warm them up, publish a backlog up front and time first
+publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
+against the SQLite file afterwards); then publish at a steady fraction of that rate and time
+publish → `<prefix>:observations` message.
 """
 
 from __future__ import annotations
@@ -14,14 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -31,11 +30,15 @@ import redis.asyncio as aioredis
 from bench.common import (
     CpuMeter,
     WorkerProcesses,
+    count_rows,
     fake_observer,
     machine,
     markdown_table,
+    other_outcomes,
     percentile,
     private_redis,
+    stored,
+    wait_stored,
     worker_env,
 )
 from pipeline.events import ToolCall
@@ -63,6 +66,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     latency_s: float
     latency_fraction: float
     latency_sessions: int
+    chroma: str
     workdir: str | None
 
 
@@ -121,37 +125,6 @@ def token_of(event: ToolCall) -> int:
     return int(match[1])
 
 
-async def stored(client: aioredis.Redis) -> int:
-    """Rows the workers report stored (or deduplicated) so far."""
-    values = await cast(
-        Awaitable[list[bytes | None]], client.hmget(KEYS.outcomes, ["stored", "deduplicated"])
-    )
-    return sum(int(v or 0) for v in values)
-
-
-async def other_outcomes(client: aioredis.Redis) -> dict[str, int]:
-    """Outcomes other than stored: any of them makes the run suspect."""
-    raw = await cast(Awaitable[dict[bytes, bytes]], client.hgetall(KEYS.outcomes))
-    counts = {k.decode(): int(v) for k, v in raw.items()}
-    return {k: v for k, v in counts.items() if k not in ("stored", "deduplicated") and v}
-
-
-async def wait_stored(
-    client: aioredis.Redis, target: int, workers: WorkerProcesses, timeout_s: float
-) -> float:
-    """Poll every 10 ms until `target` rows are stored; the monotonic time it happened."""
-    deadline = time.monotonic() + timeout_s
-    while (count := await stored(client)) < target:
-        if time.monotonic() > deadline:
-            raise SystemExit(
-                f"only {count} of {target} rows stored after {timeout_s:.0f}s; other outcomes: "
-                f"{await other_outcomes(client)}; worker logs: {workers.logs[0].parent}"
-            )
-        workers.check_alive()
-        await asyncio.sleep(0.01)
-    return time.monotonic()
-
-
 async def steady(
     producer: Producer, client: aioredis.Redis, workers: WorkerProcesses,
     events: list[ToolCall], rate: float,
@@ -196,13 +169,6 @@ async def steady(
     return latencies, len(tokens) - len(latencies), reached
 
 
-def count_rows(data_dir: Path, table: str, tag: str) -> int:
-    """Rows of a table for one phase's sessions (their ids start with the tag)."""
-    with sqlite3.connect(data_dir / "memq.db") as db:
-        sql = f"SELECT count(*) FROM {table} WHERE memory_session_id LIKE ?"
-        return int(db.execute(sql, (f"{tag}-%",)).fetchone()[0])
-
-
 async def run_config(
     processes: int, batch: int, url: str, observer_url: str, tmp: Path, cfg: Config
 ) -> Result:
@@ -215,20 +181,21 @@ async def run_config(
     await client.flushall()
     producer = Producer(client, Settings(prefix=PREFIX, max_pending_per_session=1_000_000))
     env = worker_env(url, observer_url, data_dir, prefix=PREFIX, batch_max_events=batch,
-                     batch_wait_ms=cfg.batch_wait_ms, concurrency=cfg.concurrency)  # fmt: skip
+                     batch_wait_ms=cfg.batch_wait_ms, concurrency=cfg.concurrency,
+                     chroma=cfg.chroma)  # fmt: skip
     workers = WorkerProcesses(processes, env, tmp / "logs" / name)
     try:
         warm = maker.interleaved(f"{name}-warm", cfg.concurrency * processes, 2)
         await producer.publish_many(warm)
-        await wait_stored(client, len(warm), workers, timeout_s=180)
+        await wait_stored(client, KEYS, len(warm), workers, timeout_s=180)
         progress(f"{name}: workers up and warm")
 
         backlog = maker.interleaved(f"{name}-tp", cfg.sessions, cfg.calls)
-        base, cpu = await stored(client), workers.cpu_seconds()
+        base, cpu = await stored(client, KEYS), workers.cpu_seconds()
         started = time.monotonic()
         await producer.publish_many(backlog)
         result.publish_s = time.monotonic() - started
-        done = await wait_stored(client, base + len(backlog), workers, timeout_s=600)
+        done = await wait_stored(client, KEYS, base + len(backlog), workers, timeout_s=600)
         result.events, result.drain_s = len(backlog), done - started
         result.worker_cpu_s = workers.cpu_seconds() - cpu
         progress(f"{name}: {len(backlog)} events stored in {result.drain_s:.2f} s")
@@ -241,13 +208,13 @@ async def run_config(
                 producer, client, workers, calls, result.target_rate
             )
             progress(f"{name}: latency run done")
-        if bad := await other_outcomes(client):
+        if bad := await other_outcomes(client, KEYS):
             progress(f"warning: {name}: outcomes other than stored: {bad}")
     finally:
-        killed = workers.stop()
+        killed = workers.stop(grace_s=10)
         await client.aclose()
     if killed:
-        progress(f"{name}: {killed} worker process(es) ignored SIGTERM for 5 s: killed")
+        progress(f"{name}: {killed} worker process(es) ignored SIGTERM for 10 s: killed")
     if count_rows(data_dir, "processed_events", f"{name}-tp") != result.events:
         raise SystemExit(f"{name}: SQLite holds a different number of processed events")
     result.drain_calls = count_rows(data_dir, "token_usage", f"{name}-tp")
@@ -266,7 +233,8 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
         f"Backlog drain: {cfg.sessions} sessions x {cfg.calls} tool calls of ~"
         f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
         "from the first publish until every event is stored; "
-        f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}.\n"
+        f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
+        f"MEMQ_CHROMA={cfg.chroma}.\n"
     )
     single = {r.batch: r.events / r.drain_s for r in results if r.processes == 1}
     rows = []
@@ -306,7 +274,7 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> Config:
-    """Command-line sizes; the defaults take about 2.5 minutes on 2 CPUs."""
+    """Command-line sizes; the defaults take about 2.5 minutes on an idle 2-CPU machine."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     p.add_argument("--sessions", type=int, default=200, help="sessions in the backlog")
     p.add_argument("--calls", type=int, default=20, help="tool calls per session")
@@ -318,6 +286,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--latency-seconds", type=float, default=6, help="0 skips the latency runs")
     p.add_argument("--latency-fraction", type=float, default=0.5, help="of the drain rate")
     p.add_argument("--latency-sessions", type=int, default=200, help="sessions to spread over")
+    p.add_argument("--chroma", default="off", choices=["off", "on"],
+                   help="MEMQ_CHROMA; `on` adds the embedded index's embedding work")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
     a = p.parse_args(argv)
     return Config(
@@ -331,6 +301,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         latency_s=a.latency_seconds,
         latency_fraction=a.latency_fraction,
         latency_sessions=a.latency_sessions,
+        chroma=a.chroma,
         workdir=a.workdir,
     )
 

@@ -17,6 +17,7 @@ CR is kept as is: XML parsers read it as a line feed (end-of-line normalisation)
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -48,40 +49,65 @@ def render_tool_field(value: object) -> str:
 
     A string holding a JSON object or array is parsed once and pretty-printed (no double
     encoding); any other string is shown as it is; None is empty; other values are JSON.
+    The text is what `json.dumps(…, indent=2, ensure_ascii=False)` writes.
     """
     if value is None:
         return ""
     if isinstance(value, str):
-        parsed = _parse_json_container(value)
-        return value if parsed is None else _pretty_json(parsed)
-    return _pretty_json(msgspec.to_builtins(value, str_keys=True, enc_hook=str))
+        # Only containers: turning the text "1e5" into 100000.0 or " 7 " into 7 would change
+        # what the tool printed without making anything easier to read.
+        if not value.lstrip().startswith(("{", "[")):
+            return value
+        shown = _pretty_json_text(value)
+        return value if shown is None else shown
+    return _pretty_value(msgspec.to_builtins(value, str_keys=True, enc_hook=str))
 
 
-def _parse_json_container(text: str) -> dict[str, Any] | list[Any] | None:
-    # Only containers: turning the text "1e5" into 100000.0 or " 7 " into 7 would change
-    # what the tool printed without making anything easier to read.
-    if not text.lstrip().startswith(("{", "[")):
-        return None
+# Speed: json.dumps(indent=2) runs the pure-Python encoder. msgspec writes strings, integers,
+# booleans and null exactly as json does (checked for every code point) and re-indents
+# JSON by copying its tokens; only floats differ (`1e16` for `1e+16`, NaN as null), so
+# floats are read back through a hook that writes them as json does.
+
+
+def _json_float(token: str) -> msgspec.Raw:
+    number = float(token)
+    if not math.isfinite(number):  # `1e400`: json writes Infinity, which msgspec won't indent
+        raise ValueError(f"JSON number {token} is out of range")
+    return msgspec.Raw(repr(number).encode())
+
+
+_AS_JSON_WRITES = msgspec.json.Decoder(float_hook=_json_float)
+
+
+def _pretty_json_text(text: str) -> str | None:
+    """json.dumps(json.loads(text), indent=2, ensure_ascii=False); None if not a container."""
     try:
-        # msgspec reads JSON about twice as fast and gives the same values, but refuses
-        # some that json accepts (NaN, 1e400, lone surrogates): json has the last word.
-        parsed = msgspec.json.decode(text)
-    except (ValueError, RecursionError):
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError):
+        parsed = _AS_JSON_WRITES.decode(text)
+        if not isinstance(parsed, dict | list):
             return None
-    return parsed if isinstance(parsed, dict | list) else None
+        return _indented(msgspec.json.encode(parsed))
+    except (ValueError, RecursionError):
+        pass  # what msgspec refuses but json reads (NaN, 1e400, lone-surrogate escapes)
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return _pretty_json(parsed) if isinstance(parsed, dict | list) else None
+
+
+def _pretty_value(value: object) -> str:
+    # The C encoder writes floats as json does; msgspec only re-indents its output.
+    try:
+        return msgspec.json.format(json.dumps(value, ensure_ascii=False), indent=2)
+    except (ValueError, RecursionError):  # NaN/Infinity (not JSON), lone surrogates, depth
+        return _pretty_json(value)
+
+
+def _indented(written: bytes) -> str:
+    return msgspec.json.format(written, indent=2).decode("utf-8")
 
 
 def _pretty_json(value: Any) -> str:
-    # json.dumps(indent=2) runs the pure-Python encoder; the C encoder plus msgspec's
-    # re-indenting (which copies every token verbatim) gives the same text several times
-    # faster. NaN/Infinity, lone surrogates and very deep nesting take the slow path.
-    try:
-        return msgspec.json.format(json.dumps(value, ensure_ascii=False), indent=2)
-    except (ValueError, RecursionError):
-        pass
     try:
         return json.dumps(value, indent=2, ensure_ascii=False)
     except RecursionError:

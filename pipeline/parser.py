@@ -34,6 +34,7 @@ from pipeline.xmltags import (
     elements,
     first_kind_blocks,
     first_spans,
+    irregular_pattern,
     is_regular,
     literal_items,
     tag_set,
@@ -105,13 +106,17 @@ _OBSERVATION = tag_set(
 )
 _SUMMARY = tag_set(*_SUMMARY_FIELDS)
 _FACT, _CONCEPT, _FILE = tag_set("fact"), tag_set("concept"), tag_set("file")
-# One pass over the reply tells whether every level is regular (the usual case); a block
-# of an irregular reply is still checked on its own.
-_EVERY_NAME = tag_set(
-    *_ROOTS.names, *_OBSERVATION.names, "fact", "concept", "file", *_SUMMARY_FIELDS
+# One pass over the reply tells whether every level is regular (the usual case; a block of
+# an irregular reply is still checked on its own) and whether a skip may be written.
+_SKIP_OR_IRREGULAR = irregular_pattern(
+    (*_ROOTS.names, *_OBSERVATION.names, "fact", "concept", "file", *_SUMMARY_FIELDS),
+    also="skip_summary",
 )
 # An observation block's check covers its lists too.
 _OBSERVATION_AND_ITEMS = tag_set(*_OBSERVATION.names, "fact", "concept", "file")
+_SKELETON_ORDER = (
+    "type", "title", "subtitle", "facts", "narrative", "concepts", "files_read", "files_modified"
+)  # fmt: skip
 _LISTS = (
     ("facts", _FACT),
     ("concepts", _CONCEPT),
@@ -127,12 +132,10 @@ def _canonical_pattern() -> re.Pattern[str]:
     text = "[^<]*+"
     items = {wrapper: item.names[0] for wrapper, item in _LISTS}
     fields = []
-    for name in ("type", "title", "subtitle", "facts", "narrative", "concepts"):
+    for name in _SKELETON_ORDER:
         item = items.get(name)
         body = text if item is None else f"(?:{text}<{item}>{text}</{item}>)*+{text}"
         fields.append(f"(?:<{name}>({body})</{name}>{text})?")
-    for name in ("files_read", "files_modified"):
-        fields.append(f"(?:<{name}>((?:{text}<file>{text}</file>)*+{text})</{name}>{text})?")
     return re.compile(text + "".join(fields))
 
 
@@ -209,25 +212,23 @@ def _observation(
         )
     matched = None if written_type is None else types.get(written_type.lower())
     obs_type = matched if matched is not None else next(iter(types.values()))
-    lowered_type = obs_type.lower()
-    concepts = [
-        concept
-        for concept in (c.split(":", 1)[0].strip(JS_WHITESPACE) for c in concept_texts)
-        if concept and concept.lower() != lowered_type
-    ]
+    concepts = concept_texts and _concepts(concept_texts, obs_type.lower())
     if title is None and narrative is None and not facts and not concepts:
         return None
+    # Positional: this runs once per observation, and keywords cost measurably more.
     return ParsedObservation(
-        type=obs_type,
-        title=title,
-        subtitle=subtitle,
-        facts=facts,
-        narrative=narrative,
-        concepts=concepts,
-        files_read=files_read,
-        files_modified=files_modified,
-        type_fallback=matched is None,
-    )
+        obs_type, title, subtitle, facts, narrative, concepts, files_read, files_modified,
+        matched is None,
+    )  # fmt: skip
+
+
+def _concepts(texts: list[str], lowered_type: str) -> list[str]:
+    """Each concept cut at its first ':', trimmed; empty ones and the type itself dropped."""
+    return [
+        concept
+        for concept in (text.split(":", 1)[0].strip(JS_WHITESPACE) for text in texts)
+        if concept and concept.lower() != lowered_type
+    ]
 
 
 def _summary(text: str, block: Span, regular: bool) -> ParsedSummary | None:
@@ -268,14 +269,14 @@ def parse_agent_xml(raw: object, *, valid_types: Sequence[str]) -> ParseResult:
         return _invalid("empty")
     text = strip_code_fences(raw)
 
-    # The regex scans every `<`; lower() and find() are cheaper when no skip is written.
-    if "<skip_summary" in text.lower() and (skip := _SKIP.search(text)) is not None:
+    hit = _SKIP_OR_IRREGULAR.search(text)
+    if hit is not None and (skip := _SKIP.search(text)) is not None:
         written = skip.group(1) if skip.group(1) is not None else skip.group(2)
         reason = None if written is None else js_trim(decode_xml_entities(written)) or None
         skipped = ParsedSummary(None, None, None, None, None, None, True, reason)
         return ParseResult(True, [], skipped, "skip", None)
 
-    regular = is_regular(text, (0, len(text)), _EVERY_NAME)
+    regular = hit is None
     found = first_kind_blocks(text, _ROOTS, regular or is_regular(text, (0, len(text)), _ROOTS))
     if found is None:
         return _invalid("no_complete_block" if _ROOT_MENTION.search(text) else "no_root")

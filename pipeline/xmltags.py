@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
@@ -53,14 +53,20 @@ def tag_set(*names: str) -> TagSet:
             rf"<(?:!\[CDATA\[|!--|(/?)({alternatives})(?![\w.:-])([^<>]*+)>)",
             re.IGNORECASE | re.ASCII,
         ),
-        # The case-sensitive look-ahead turns a literal tag away after a few steps.
-        irregular=re.compile(
-            rf"<(?:!|/?+(?-i:(?![a-z_]++>))(?:{alternatives})(?![\w.:-])[^<>]*+>)",
-            re.IGNORECASE | re.ASCII,
-        ),
+        irregular=irregular_pattern(names),
         literal={name: (f"<{name}>", f"</{name}>") for name in names},
         items=items,
         splitter=splitter,
+    )
+
+
+def irregular_pattern(names: Sequence[str], *, also: str = "") -> re.Pattern[str]:
+    """`<!`, or a tag of `names` not spelled `<name>`/`</name>`; `also` adds an alternative."""
+    # The case-sensitive look-ahead turns a literal tag away after a few steps.
+    extra = f"{also}|" if also else ""
+    return re.compile(
+        rf"<(?:{extra}!|/?+(?-i:(?![a-z_]++>))(?:{'|'.join(names)})(?![\w.:-])[^<>]*+>)",
+        re.IGNORECASE | re.ASCII,
     )
 
 
@@ -69,9 +75,8 @@ def is_regular(text: str, span: Span, tags: TagSet) -> bool:
     return tags.irregular.search(text, *span) is None
 
 
-def scan_tags(text: str, start: int, end: int, tags: TagSet) -> list[Tag]:
+def scan_tags(text: str, start: int, end: int, tags: TagSet) -> Iterator[Tag]:
     """Every well-formed, non-empty-element tag of `tags` in text[start:end], in order."""
-    found: list[Tag] = []
     resume = start  # a tag before this lies inside a CDATA section or comment
     # No match can straddle `resume` (a terminator ends in `>`, which a tag holds only as
     # its last character), so finditer sees what a search restarted there would see.
@@ -84,19 +89,20 @@ def scan_tags(text: str, start: int, end: int, tags: TagSet) -> list[Tag]:
             terminator = "]]>" if match.group(0)[2] == "[" else "-->"
             close = text.find(terminator, match.end(), end)
             if close < 0:
-                break
+                return
             resume = close + len(terminator)
             continue
         if attributes:
+            # A closing tag takes none; an opening tag's start with whitespace and it must
+            # not close itself.
             if slash:
-                if attributes.strip(JS_WHITESPACE):
-                    continue
-            elif attributes[0] not in JS_WHITESPACE or attributes.rstrip(JS_WHITESPACE).endswith(
-                "/"
-            ):
+                rejected = bool(attributes.strip(JS_WHITESPACE))
+            else:
+                trailing = attributes.rstrip(JS_WHITESPACE)
+                rejected = attributes[0] not in JS_WHITESPACE or trailing.endswith("/")
+            if rejected:
                 continue
-        found.append((bool(slash), name.lower(), tag_start, match.end()))
-    return found
+        yield bool(slash), name.lower(), tag_start, match.end()
 
 
 def first_spans(text: str, span: Span, tags: TagSet, regular: bool) -> dict[str, Span]:

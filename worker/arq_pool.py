@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from arq.connections import ArqRedis
+from arq.connections import ArqRedis, create_pool
 from redis.asyncio import ConnectionPool
 from redis.exceptions import RedisError
 
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.redis_connect import describe_url, redis_url
+from worker.redis_sentinel import arq_redis_settings, is_sentinel_url, parse_sentinel_url
 from worker.scheduling import job_deserializer, job_serializer
 from worker.settings import Settings
 
@@ -17,7 +18,11 @@ from worker.settings import Settings
 async def connect_arq(settings: Settings) -> ArqRedis:
     """Connect (starting the managed redis-server when no URL is set) and check with PING."""
     url = await asyncio.to_thread(redis_url, settings)
+    if is_sentinel_url(url):
+        return await _connect_sentinel(settings, url)
     try:
+        # rediss:// (TLS, ?ssl_ca_certs=…, ?ssl_cert_reqs=none) and user:password@ (ACL) are
+        # redis-py's own URL options.
         pool = ConnectionPool.from_url(url, health_check_interval=30)
     except ValueError as e:
         raise ConfigError(f"MEMQ_REDIS_URL is not a Redis URL: {e}") from e
@@ -27,9 +32,25 @@ async def connect_arq(settings: Settings) -> ArqRedis:
         job_deserializer=job_deserializer,
         default_queue_name=f"{settings.prefix}:queue",
     )
+    # The pool is ours alone: aclose() must close its connections too (redis-py leaves a
+    # pool passed in open, and every caller's `aclose()` then leaked a socket).
+    redis.auto_close_connection_pool = True
     try:
         await redis.ping()
     except (RedisError, OSError) as e:
         await redis.aclose()
         raise RedisUnavailableError(f"cannot reach Redis at {describe_url(url)}: {e}") from e
     return redis
+
+
+async def _connect_sentinel(settings: Settings, url: str) -> ArqRedis:
+    """The master the sentinels name, through arq's own `RedisSettings(sentinel=True, …)`."""
+    try:
+        return await create_pool(
+            arq_redis_settings(parse_sentinel_url(url)),
+            job_serializer=job_serializer,
+            job_deserializer=job_deserializer,
+            default_queue_name=f"{settings.prefix}:queue",
+        )
+    except (RedisError, OSError) as e:
+        raise RedisUnavailableError(f"cannot reach Redis at {describe_url(url)}: {e}") from e

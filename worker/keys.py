@@ -58,6 +58,18 @@ class Keys:
         """Fleet-wide quota pause of a provider (`anthropic` or `openai`), with a TTL."""
         return f"{self.prefix}:pause:{provider}"
 
+    def backoff(self, provider: str) -> str:
+        """Fleet-wide short backoff of a provider after a reply with retry-after, with a TTL."""
+        return f"{self.prefix}:backoff:{provider}"
+
+    def rate_limit(self, provider: str, model: str) -> str:
+        """Token buckets (requests and tokens per minute) of one provider and model."""
+        return f"{self.prefix}:ratelimit:{provider}:{model}"
+
+    def budget(self, day: str) -> str:
+        """Hash of one UTC day's token use: `total` and `project:<name>` fields."""
+        return f"{self.prefix}:budget:{day}"
+
     @property
     def feed(self) -> str:
         """Capped stream of stored observations and summaries."""

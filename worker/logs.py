@@ -74,3 +74,7 @@ def configure_logging(log_format: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # One INFO line per HTTP request or job start is noise at thousands of events a second:
+    # memq logs one line per turn with the outcome instead.
+    for chatty in ("httpx", "httpx2", "arq.worker", "arq.jobs"):
+        logging.getLogger(chatty).setLevel(max(level, logging.WARNING))

@@ -17,6 +17,8 @@ class Outcome(enum.StrEnum):
     DROPPED = "dropped"
     RETRY = "retry"
     DEAD = "dead"
+    THROTTLED = "throttled"
+    """Held back by the fleet-wide rate limit before any call: deferred, not a failed attempt."""
     RECORDED = "recorded"
     """Bookkeeping only (a prompt or an end with no tool calls): nothing for the observer."""
 
@@ -24,7 +26,16 @@ class Outcome(enum.StrEnum):
 MAX_RETRY_AFTER_S = 6 * 3600
 """The longest retry-after honoured (the same bound as a quota pause)."""
 
-COUNTED = ("stored", "deduplicated", "skipped", "paused", "dropped", "retry", "dead")
+COUNTED = (
+    "stored",
+    "deduplicated",
+    "skipped",
+    "paused",
+    "dropped",
+    "retry",
+    "dead",
+    "throttled",
+)
 
 
 class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,8 +50,8 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def stop(self) -> bool:
-        """Paused and retried turns keep their entries unacked: the job stops here."""
-        return self.outcome in (Outcome.PAUSED, Outcome.RETRY)
+        """Paused, retried and throttled turns keep their entries unacked: the job stops here."""
+        return self.outcome in (Outcome.PAUSED, Outcome.RETRY, Outcome.THROTTLED)
 
     @property
     def label(self) -> str:

@@ -14,6 +14,7 @@ import hiredis
 
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.managed_redis import ManagedRedis
+from worker.redis_sentinel import SentinelUrl, is_sentinel_url, parse_sentinel_url, sentinel_master
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -54,7 +55,10 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
     url = await asyncio.to_thread(redis_url, settings)
     timeout = timeout_ms / 1000 if timeout_ms else None
     try:
-        client: Redis = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        if is_sentinel_url(url):
+            client = sentinel_master(parse_sentinel_url(url), timeout_s=timeout)
+        else:
+            client = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     except ValueError as e:
         raise ConfigError(f"MEMQ_REDIS_URL is not a Redis URL: {e}") from e
     try:
@@ -113,6 +117,8 @@ def connect_sync(
 ) -> SyncRedis:
     """A SyncRedis on MEMQ_REDIS_URL or the managed server (started on demand)."""
     timeout_s = timeout_ms / 1000
+    if settings.redis_url and is_sentinel_url(settings.redis_url):
+        return _open_sentinel(parse_sentinel_url(settings.redis_url), timeout_s)
     if settings.redis_url:
         return _open(settings.redis_url, timeout_s)
     managed = ManagedRedis(settings.data_path)
@@ -182,6 +188,39 @@ def _open(url: str, timeout_s: float) -> SyncRedis:
     if db not in ("", "0"):
         setup.append(["SELECT", db])
     return _handshake(SyncRedis(sock, where), setup)
+
+
+def _open_sentinel(parsed: SentinelUrl, timeout_s: float) -> SyncRedis:
+    """Ask the sentinels in turn where the master is, then connect to it."""
+    from urllib.parse import quote
+
+    failures: list[str] = []
+    for host, port in parsed.sentinels:
+        try:
+            sentinel = _open(f"redis://{host}:{port}", timeout_s)
+        except RedisUnavailableError as e:
+            failures.append(str(e))
+            continue
+        try:
+            address = sentinel.execute("SENTINEL", "get-master-addr-by-name", parsed.master)
+        except RedisUnavailableError as e:
+            failures.append(str(e))
+            continue
+        finally:
+            sentinel.close()
+        if address:
+            master_host, master_port = (_text(v) for v in address)
+            scheme = "rediss" if parsed.ssl else "redis"
+            user = quote(parsed.username or "", safe="")
+            auth = f"{user}:{quote(parsed.password, safe='')}@" if parsed.password else ""
+            where = f"{scheme}://{auth}{master_host}:{master_port}/{parsed.db}"
+            return _open(where, timeout_s)
+        failures.append(f"sentinel {host}:{port} knows no master {parsed.master!r}")
+    raise RedisUnavailableError(f"no sentinel named a master: {'; '.join(failures)}")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _handshake(client: SyncRedis, setup: list[list[Arg]]) -> SyncRedis:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio import Redis
 
 from pipeline.modes import Mode
+from worker.admission import CallGate
 from worker.broadcast import Broadcaster
 from worker.counters import Counters
 from worker.errors import WorkerError
@@ -41,6 +42,8 @@ class Runtime:
     broadcaster: Broadcaster
     consumer: str
     """This worker's consumer name in the session streams' group."""
+    gate: CallGate
+    """Budgets and fleet-wide rate limits, checked before every observer call."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set on SIGTERM/SIGINT: jobs finish the turn in hand, start no new one, and hand off."""
     metrics: Metrics | None = None
@@ -65,6 +68,15 @@ class Runtime:
     ) -> Runtime:
         """Wire the small per-tenant helpers around the clients."""
         keys = Keys(settings.prefix)
+        counters = Counters(redis, keys, metrics)
+        gate = CallGate(
+            redis,
+            keys,
+            settings,
+            provider=observer.provider,
+            model=observer.model,
+            counters=counters,
+        )
         return cls(
             settings=settings,
             keys=keys,
@@ -75,9 +87,10 @@ class Runtime:
             scheduler=Scheduler(redis, keys),
             states=StateStore(redis, keys),
             pauses=Pauses(redis, keys),
-            counters=Counters(redis, keys, metrics),
+            counters=counters,
             broadcaster=Broadcaster(redis, keys, store, settings.feed_maxlen),
             consumer=consumer,
+            gate=gate,
             metrics=metrics,
         )
 

@@ -76,7 +76,10 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
     await stream.ensure_group()
     runner = TurnRunner(rt, session, lease, stream, await rt.states.load(session))
     ended = False
-    while time.monotonic() < start_turns_until:
+    # Fairness: after turns_per_job observer turns the session goes to the back of the queue
+    # (the release schedules its next job at now), so N busy sessions share C slots in turn.
+    asked = 0
+    while time.monotonic() < start_turns_until and asked < s.turns_per_job:
         if rt.stopping.is_set():
             return "stopping", 0.0  # the release hands the rest to another worker
         lease.check()
@@ -120,12 +123,13 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
             ended = ended or turn.ends
             if result.stop:
                 return str(result.outcome), result.defer_s
-            if result.outcome == Outcome.DEAD:
-                break  # re-read: the turns after it were planned with the old conversation
+            asked += result.outcome != Outcome.RECORDED
+            if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
+                break  # DEAD: re-read, the turns after it were planned with the old conversation
     if ended and await stream.delete_if_drained(lease.token):
         logger.info("session ended and drained", extra={"session_id": session})
         return "ended", 0.0
-    return "drained", 0.0
+    return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
 
 
 async def _read_batch(stream: SessionStream, max_events: int, wait_ms: int) -> list[Entry]:

@@ -14,6 +14,7 @@ from worker.errors import ConfigError
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
+NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
 # Read by scripts/bootstrap.sh, not by memq itself.
 _LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM"})
@@ -86,6 +87,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0
+    # fleet-wide limits and fairness (rate limits and budgets: 0 = off)
+    rate_limit_rpm: NonNegativeInt = 0  # observer calls per minute per provider and model
+    rate_limit_tpm: NonNegativeInt = 0  # observer tokens (input + output) per minute, likewise
+    turns_per_job: PositiveInt = 4  # observer turns before a session goes to the back of the queue
+    budget_tokens_per_day: NonNegativeInt = 0  # tokens (input + output) per UTC day, all projects
+    budget_tokens_per_day_per_project: NonNegativeInt = 0  # tokens per UTC day for each project
+    budget_recheck_s: PositiveFloat = 60.0  # how often a budget-paused session looks again
     # search
     # the vector index: `on` (embedded, in the data dir), `off`, or a Chroma server URL
     chroma: Annotated[str, msgspec.Meta(pattern=r"^(on|off|https?://\S+)$")] = "on"

@@ -7,9 +7,11 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
+from worker.budget import Budget, BudgetState
 from worker.counters import Counters
 from worker.keys import Keys
 from worker.pauses import Pauses
+from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import StoreCounts
 
@@ -34,6 +36,8 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Stored rows not yet in the vector index (pending outbox rows): grows while Chroma is
     down or MEMQ_CHROMA=off, drains to 0 once a worker reaches it."""
     store: StoreCounts
+    budget: BudgetState | None = None
+    """Today's tokens against MEMQ_BUDGET_TOKENS_PER_DAY(_PER_PROJECT); None without settings."""
 
 
 async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
@@ -57,9 +61,20 @@ async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
     return StreamStats(sessions=sessions, pending=pending, oldest_pending_age_s=age)
 
 
-async def collect_stats(redis: Redis, keys: Keys, store: Store) -> Stats:
-    """Read every figure once."""
+async def collect_stats(
+    redis: Redis, keys: Keys, store: Store, settings: Settings | None = None
+) -> Stats:
+    """Read every figure once (the budget state only when the settings give its limits)."""
     counters = Counters(redis, keys)
+    budget = None
+    if settings is not None:
+        budget = await Budget(
+            redis,
+            keys,
+            per_day=settings.budget_tokens_per_day,
+            per_project=settings.budget_tokens_per_day_per_project,
+            recheck_s=settings.budget_recheck_s,
+        ).state()
     return Stats(
         streams=await stream_stats(redis, keys),
         outcomes=await counters.outcomes(),
@@ -68,4 +83,5 @@ async def collect_stats(redis: Redis, keys: Keys, store: Store) -> Stats:
         tokens=await counters.tokens(),
         vector_lag=await store.vector_lag(),
         store=await store.counts(),
+        budget=budget,
     )

@@ -14,6 +14,7 @@ from pipeline.classify import classify_observer_output, quota_reset_hint
 from pipeline.events import Prompt
 from pipeline.parser import ParseResult, parse_agent_xml
 from pipeline.truncate import truncate_observation_field
+from worker.budget import BudgetExceededError
 from worker.conversation import conversation_state, user_message
 from worker.leases import Lease
 from worker.observer_state import ObserverState, bounded_history
@@ -26,6 +27,7 @@ from worker.observers.errors import (
 from worker.observers.protocol import ObserverReply, ObserverRequest
 from worker.observers.protocol import Turn as Exchange
 from worker.outcomes import Outcome, TurnResult, backoff_s, dropped_category
+from worker.ratelimit import ThrottledError
 from worker.runtime import Runtime
 from worker.storage.records import (
     BatchWrite,
@@ -80,6 +82,8 @@ class TurnRunner:
                 user = self.rt.mode.prompts.summary_reminder
                 reply = await self._ask(state, user, deadline)
                 parsed = parse_agent_xml(reply.text, valid_types=self.rt.mode.type_ids)
+        except (BudgetExceededError, ThrottledError) as e:
+            return await self.rt.gate.refused(self.session, e)
         except (ObserverQuotaError, ObserverAuthError) as e:
             reset = getattr(e, "reset_after_s", None)
             return await self._pause(str(e), reset)
@@ -236,10 +240,12 @@ class TurnRunner:
 
     async def _ask(self, state: ObserverState, user: str, deadline: float) -> ObserverReply:
         request = ObserverRequest(system=state.system, history=list(state.history), user=user)
+        await self.rt.gate.admit(state.project, deadline)
         # The job must finish before arq's timeout cancels it mid-write.
-        budget = max(1.0, deadline - time.monotonic())
-        async with asyncio.timeout(budget):
-            return await self.rt.observer.complete(request)
+        async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
+            reply = await self.rt.observer.complete(request)
+        await self.rt.gate.account(state.project, reply.usage)
+        return reply
 
     async def _pause(self, reason: str, reset_s: float | None) -> TurnResult:
         provider = self.rt.observer.provider
@@ -272,6 +278,8 @@ class TurnRunner:
             return TurnResult(outcome=Outcome.DEAD, reason=reason)
         await self.rt.counters.count("retry")
         retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
+        if retry_after:  # the provider wants every caller to wait, not just this session
+            await self.rt.gate.back_off(retry_after, reason)
         s = self.rt.settings
         delay = backoff_s(
             attempts, base_s=s.retry_base_s, max_s=s.retry_max_s, retry_after_s=retry_after

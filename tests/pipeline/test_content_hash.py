@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline import compute_observation_content_hash
+from pipeline.content_hash import normalize_hash_text
 
 
 def _original(session: str, title: str | None, narrative: str | None) -> str:
@@ -127,3 +132,32 @@ def test_a_lone_surrogate_hashes_as_the_replacement_character_like_node() -> Non
     assert compute_observation_content_hash("s", "a\ud800", None) == (
         compute_observation_content_hash("s", "a\ufffd", None)
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "é",
+                "ﬁ",
+                " ",
+                "\t",
+                "\n",
+                "\x1c",
+                "\x1f",
+                "\x85",
+                "\xa0",
+                "\u2028",
+                "\u3000",
+                "\ufeff",
+            ]
+        ),
+        max_size=20,
+    ).map("".join)
+)
+def test_normalised_text_collapses_exactly_its_whitespace_set(text: str) -> None:
+    run = "[\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
+    expected = re.sub(run, " ", unicodedata.normalize("NFKC", text)).strip(" ")
+    assert normalize_hash_text(text) == expected

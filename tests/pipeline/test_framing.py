@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pipeline import escape_xml_text, render_tool_field
 
@@ -103,3 +107,49 @@ def test_escaped_text_parses_back_as_plain_character_data(text: str, parsed: str
 def test_escaping_replaces_one_character_with_one(text: str) -> None:
     escaped = escape_xml_text(text)
     assert len(escaped) == len(text)
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats()  # NaN and ±inf too
+    | st.text(max_size=8),  # lone surrogates and control characters too
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+json_containers = st.lists(json_values, max_size=3) | st.dictionaries(
+    st.text(max_size=4), json_values
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_containers)
+def test_values_are_pretty_printed_exactly_as_json_dumps_does(value: object) -> None:
+    assert render_tool_field(value) == json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_containers)
+def test_json_text_is_read_exactly_as_json_loads_reads_it(
+    value: list[object] | dict[str, object],
+) -> None:
+    text = json.dumps(value)  # NaN, Infinity and \ud800 escapes included
+    shown = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    assert render_tool_field(text) == shown
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(max_codepoint=0x7F)) | st.text())
+def test_escaping_matches_its_definition(text: str) -> None:
+    replaced = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]", "\ufffd", text)
+    expected = replaced.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert escape_xml_text(text) == expected
+
+
+@pytest.mark.parametrize("depth", [100, 900, 980, 990, 995, 1000, 1010, 1100, 5000])
+def test_json_text_nested_near_the_recursion_limit_is_shown_whole(depth: int) -> None:
+    text = "[" * depth + "]" * depth
+    assert "".join(render_tool_field(text).split()) == text  # pretty-printed or raw

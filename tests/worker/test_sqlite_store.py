@@ -1,8 +1,9 @@
-"""SqliteStore against real SQLite files: schema, batches, dedupe, fencing, reads, concurrency."""
+"""Both Stores (a real SQLite file, a private PostgreSQL): schema, batches, dedupe, fencing, reads."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -13,10 +14,13 @@ import aiosqlite
 import pytest
 
 from pipeline.content_hash import compute_observation_content_hash
+from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
+from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
 from worker.errors import ConfigError
 from worker.settings import Settings
 from worker.storage.factory import open_store
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.postgres import PostgresStore
+from worker.storage.protocol import StaleFenceError, Store, StoreError
 from worker.storage.records import (
     BatchWrite,
     DroppedOutput,
@@ -29,7 +33,6 @@ from worker.storage.records import (
     TokenUsage,
 )
 from worker.storage.sqlite import SqliteStore
-from worker.storage.sqlite_schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -123,8 +126,13 @@ def _fix_db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(name="store")
-async def _fix_store(db_path: Path, clock: Clock) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(db_path, clock=clock)
+def _fix_store(backend: Backend, clock: Clock) -> Store:
+    return backend.open(clock)
+
+
+@pytest.fixture(name="sqlite_store")
+async def _fix_sqlite_store(db_path: Path) -> AsyncIterator[SqliteStore]:
+    store = SqliteStore(db_path)
     yield store
     await store.aclose()
 
@@ -134,37 +142,33 @@ async def _query(path: Path, sql: str) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in await conn.execute_fetchall(sql)]
 
 
-async def test_migrate_twice_is_a_no_op(store: SqliteStore, db_path: Path) -> None:
+async def test_migrate_twice_is_a_no_op(store: Store, backend: Backend) -> None:
     await store.migrate()
-    schema = await _query(db_path, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+    schema = await backend.schema()
     await store.write_batch(batch(observations=[obs()]))
     await store.migrate()
-    again = SqliteStore(db_path)
-    await again.migrate()
-    await again.aclose()
-    assert (
-        await _query(db_path, "SELECT type, name, sql FROM sqlite_master ORDER BY name") == schema
-    )
-    assert await _query(db_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert await _query(db_path, "PRAGMA journal_mode") == [("wal",)]
+    await backend.open().migrate()
+    assert await backend.schema() == schema
+    assert await backend.stored_schema_version() == backend.schema_version
     assert (await store.counts()).observations == 1
 
 
-async def test_newer_schema_version_is_refused_with_an_upgrade_hint(db_path: Path) -> None:
-    first = SqliteStore(db_path)
-    await first.migrate()
-    await first.aclose()
-    async with aiosqlite.connect(db_path) as conn:
-        await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
-        await conn.commit()
-    newer = SqliteStore(db_path)
+async def test_sqlite_runs_in_wal_mode(sqlite_store: SqliteStore, db_path: Path) -> None:
+    await sqlite_store.migrate()
+    assert await _query(db_path, "PRAGMA journal_mode") == [("wal",)]
+
+
+async def test_newer_schema_version_is_refused_with_an_upgrade_hint(backend: Backend) -> None:
+    await backend.open().migrate()
+    await backend.set_schema_version(backend.schema_version + 1)
+    newer = backend.open()
     with pytest.raises(StoreError, match="upgrade memq") as info:
         await newer.migrate()
-    assert str(db_path) in str(info.value)
-    await newer.aclose()
+    assert backend.where in str(info.value)
+    assert "\n" not in str(info.value)
 
 
-async def test_every_record_kind_round_trips(store: SqliteStore, db_path: Path) -> None:
+async def test_every_record_kind_round_trips(store: Store, backend: Backend) -> None:
     observation = obs(
         "Fixed the parser",
         "It now keeps fenced XML.",
@@ -279,24 +283,17 @@ async def test_every_record_kind_round_trips(store: SqliteStore, db_path: Path) 
     counts = await store.counts()
     assert (counts.sessions, counts.prompts, counts.dropped_outputs) == (1, 1, 1)
     assert (counts.input_tokens, counts.cached_input_tokens, counts.output_tokens) == (100, 40, 7)
-    assert await _query(
-        db_path, "SELECT prompt_number, prompt_text, event_id, created_at FROM user_prompts"
+    assert await backend.query(
+        "SELECT prompt_number, prompt_text, event_id, created_at FROM user_prompts"
     ) == [(3, "fix the parser", "e0", "2024-05-01T12:00:00.000Z")]
-    assert await _query(
-        db_path,
+    ((model, fallback, sources, content_hash, epoch_ms, announced),) = await backend.query(
         "SELECT model, type_fallback, source_event_ids, content_hash, created_at_epoch_ms,"
-        " announced_at FROM observations",
-    ) == [
-        (
-            "small-model",
-            1,
-            '["e1","e2"]',
-            observation.content_hash,
-            int((T0 + timedelta(seconds=1)).timestamp() * 1000),
-            None,
-        )
-    ]
-    assert await _query(db_path, "SELECT prompt_counter FROM sessions") == [(3,)]
+        " announced_at FROM observations"
+    )
+    assert (model, bool(fallback), json.loads(sources)) == ("small-model", True, ["e1", "e2"])
+    assert (content_hash, announced) == (observation.content_hash, None)
+    assert epoch_ms == int((T0 + timedelta(seconds=1)).timestamp() * 1000)
+    assert await backend.query("SELECT prompt_counter FROM sessions") == [(3,)]
 
 
 @pytest.mark.parametrize(
@@ -311,14 +308,14 @@ async def test_every_record_kind_round_trips(store: SqliteStore, db_path: Path) 
     ],
 )
 async def test_timestamps_are_stored_as_utc_iso_with_milliseconds(
-    store: SqliteStore, at: datetime, expected: str
+    store: Store, at: datetime, expected: str
 ) -> None:
     result = await store.write_batch(batch(observations=[obs(at=at)]))
     assert result.stored[0].created_at == expected
     assert (await store.observations())[0].created_at == expected
 
 
-async def test_same_hash_twice_in_one_batch_is_one_row(store: SqliteStore) -> None:
+async def test_same_hash_twice_in_one_batch_is_one_row(store: Store) -> None:
     result = await store.write_batch(
         batch(observations=[obs("A", "x"), obs("A", "x", subtitle="other"), obs("B", "y")])
     )
@@ -327,7 +324,7 @@ async def test_same_hash_twice_in_one_batch_is_one_row(store: SqliteStore) -> No
     assert (await store.counts()).observations == 2
 
 
-async def test_same_hash_across_batches_returns_only_the_new_row(store: SqliteStore) -> None:
+async def test_same_hash_across_batches_returns_only_the_new_row(store: Store) -> None:
     first = await store.write_batch(batch(observations=[obs("A", "x")]))
     second = await store.write_batch(batch(observations=[obs("A", "x"), obs("C", "z")]))
     assert [r.title for r in first.stored] == ["A"]
@@ -336,7 +333,7 @@ async def test_same_hash_across_batches_returns_only_the_new_row(store: SqliteSt
     assert [r.title for r in await store.observations()] == ["C", "A"]
 
 
-async def test_same_hash_in_another_session_is_a_separate_row(store: SqliteStore) -> None:
+async def test_same_hash_in_another_session_is_a_separate_row(store: Store) -> None:
     shared = "0123456789abcdef"
     await store.write_batch(
         batch(session="s1", observations=[obs(session="s1", content_hash=shared)])
@@ -357,7 +354,7 @@ async def test_same_hash_in_another_session_is_a_separate_row(store: SqliteStore
     ],
 )
 async def test_facts_only_observations_dedupe_on_their_facts(
-    store: SqliteStore, facts_a: list[str], facts_b: list[str], rows: int
+    store: Store, facts_a: list[str], facts_b: list[str], rows: int
 ) -> None:
     result = await store.write_batch(
         batch(observations=[obs(None, None, facts=facts_a), obs(None, None, facts=facts_b)])
@@ -369,7 +366,7 @@ async def test_facts_only_observations_dedupe_on_their_facts(
 
 @pytest.mark.parametrize("next_fence", [5, 6])
 async def test_stale_fence_is_refused_and_stores_nothing(
-    store: SqliteStore, next_fence: int
+    store: Store, next_fence: int
 ) -> None:
     await store.write_batch(batch(fence=5, event_ids=["e1"], observations=[obs("A", "x")]))
     stale = batch(
@@ -404,14 +401,14 @@ async def test_stale_fence_is_refused_and_stores_nothing(
     assert [r.title for r in result.stored] == ["B"]
 
 
-async def test_fence_raised_by_a_new_holder_refuses_the_old_one(store: SqliteStore) -> None:
+async def test_fence_raised_by_a_new_holder_refuses_the_old_one(store: Store) -> None:
     await store.write_batch(batch(fence=1))
     await store.write_batch(batch(fence=2))
     with pytest.raises(StaleFenceError):
         await store.write_batch(batch(fence=1))
 
 
-async def test_processed_event_ids_are_per_session(store: SqliteStore) -> None:
+async def test_processed_event_ids_are_per_session(store: Store) -> None:
     await store.write_batch(batch(session="s1", event_ids=["e1", "e2"]))
     await store.write_batch(batch(session="s1", event_ids=["e2", "e3"]))
     await store.write_batch(batch(session="s2", event_ids=["e9"]))
@@ -421,7 +418,7 @@ async def test_processed_event_ids_are_per_session(store: SqliteStore) -> None:
     assert await store.processed_event_ids("s1", []) == set()
 
 
-async def test_rows_stay_unannounced_until_marked(store: SqliteStore) -> None:
+async def test_rows_stay_unannounced_until_marked(store: Store) -> None:
     first = await store.write_batch(
         batch(
             observations=[obs("late", "x", at=T0 + timedelta(seconds=5)), obs("early", "y")],
@@ -444,7 +441,7 @@ async def test_rows_stay_unannounced_until_marked(store: SqliteStore) -> None:
     assert len(await store.observations()) == 4
 
 
-async def _listing_fixture(store: SqliteStore) -> None:
+async def _listing_fixture(store: Store) -> None:
     at = [T0 + timedelta(seconds=i) for i in range(6)]
     await store.write_batch(
         batch(
@@ -487,21 +484,21 @@ async def _listing_fixture(store: SqliteStore) -> None:
     ],
 )
 async def test_observations_lists_newest_first_with_filters(
-    store: SqliteStore, filters: dict[str, Any], expected: list[str]
+    store: Store, filters: dict[str, Any], expected: list[str]
 ) -> None:
     await _listing_fixture(store)
     found = await store.observations(**filters)
     assert [r.title or r.request for r in found] == expected
 
 
-async def test_observations_with_equal_times_order_by_id(store: SqliteStore) -> None:
+async def test_observations_with_equal_times_order_by_id(store: Store) -> None:
     await store.write_batch(batch(observations=[obs("one", "x"), obs("two", "y")]))
     await store.write_batch(batch(observations=[obs("three", "z")]))
     assert [r.title for r in await store.observations()] == ["three", "two", "one"]
 
 
 async def test_sessions_list_newest_activity_first_with_counts(
-    store: SqliteStore, clock: Clock
+    store: Store, clock: Clock
 ) -> None:
     prompt = PromptRecord(
         memory_session_id="s1",
@@ -543,7 +540,7 @@ def _dropped(raw: str, seconds: int) -> DroppedOutput:
 
 
 async def test_dropped_outputs_list_newest_first_and_hide_replayed(
-    store: SqliteStore, clock: Clock
+    store: Store, clock: Clock
 ) -> None:
     await store.write_batch(batch(dropped=[_dropped("old", 0), _dropped("new", 1)]))
     listed = await store.dropped()
@@ -562,13 +559,13 @@ async def test_dropped_outputs_list_newest_first_and_hide_replayed(
     assert [d.raw for d in await store.dropped(limit=1, include_replayed=True)] == ["new"]
 
 
-async def test_replaying_an_unknown_dropped_id_is_a_store_error(store: SqliteStore) -> None:
+async def test_replaying_an_unknown_dropped_id_is_a_store_error(store: Store) -> None:
     await store.migrate()
     with pytest.raises(StoreError, match="no dropped output with id 42"):
         await store.mark_dropped_replayed(42)
 
 
-async def test_counts_sum_tokens_across_batches(store: SqliteStore) -> None:
+async def test_counts_sum_tokens_across_batches(store: Store) -> None:
     def usage(session: str, n: int) -> TokenUsage:
         return TokenUsage(
             memory_session_id=session,
@@ -594,16 +591,16 @@ async def test_counts_sum_tokens_across_batches(store: SqliteStore) -> None:
     )
 
 
-async def test_a_record_of_another_session_is_refused(store: SqliteStore) -> None:
+async def test_a_record_of_another_session_is_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="holds a record of session s2"):
         await store.write_batch(batch(session="s1", observations=[obs(session="s2")]))
     assert (await store.counts()).sessions == 0
 
 
-async def test_two_stores_on_one_file_write_concurrently(db_path: Path) -> None:
-    stores = [SqliteStore(db_path), SqliteStore(db_path)]
+async def test_two_stores_on_one_database_write_concurrently(backend: Backend) -> None:
+    stores = [backend.open(), backend.open()]
 
-    def write(store: SqliteStore, name: str, i: int) -> Any:
+    def write(store: Store, name: str, i: int) -> Any:
         session = f"s{i % 3}"
         return store.write_batch(
             batch(
@@ -627,8 +624,7 @@ async def test_two_stores_on_one_file_write_concurrently(db_path: Path) -> None:
         assert (await stores[0].counts()).observations == 120
         assert (await stores[1].counts()).sessions == 3
     finally:
-        for store in stores:
-            await store.aclose()
+        await backend.aclose()
 
 
 async def test_stores_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
@@ -644,8 +640,9 @@ async def test_stores_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> 
 
 
 async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transaction(
-    store: SqliteStore, db_path: Path
+    sqlite_store: SqliteStore, db_path: Path
 ) -> None:
+    store = sqlite_store
     await store.migrate()
     async with aiosqlite.connect(db_path, isolation_level=None) as other:
         await other.execute("BEGIN IMMEDIATE")
@@ -778,10 +775,18 @@ def test_open_store_picks_the_sqlite_file(
 
 
 @pytest.mark.parametrize(
+    "database_url",
+    ["postgresql://memq:secret@db.example:6543/memq", "postgres://memq:secret@db.example:6543/memq"],
+)
+def test_open_store_picks_postgres_and_names_it_without_credentials(database_url: str) -> None:
+    store = open_store(Settings(database_url=database_url))
+    assert isinstance(store, PostgresStore)
+    assert store.where == "db.example:6543/memq"
+
+
+@pytest.mark.parametrize(
     ("database_url", "message"),
     [
-        ("postgresql://memq:secret@db/memq", "PostgreSQL storage is not implemented yet"),
-        ("postgres://memq:secret@db/memq", "PostgreSQL storage is not implemented yet"),
         ("mysql://memq:secret@db/memq", "scheme 'mysql' is not supported"),
         ("/plain/path.db", "is not supported"),
         ("sqlite://relative.db", "absolute file"),

@@ -92,7 +92,7 @@ def stats(as_json: JsonFlag = False) -> None:
         redis = await connect_arq(settings)
         store = open_store(settings)
         try:
-            return await collect_stats(redis, Keys(settings.prefix), store)
+            return await collect_stats(redis, Keys(settings.prefix), store, settings)
         finally:
             await store.aclose()
             await redis.aclose()
@@ -115,11 +115,25 @@ def stats(as_json: JsonFlag = False) -> None:
         f"tokens: input={tokens['input']} cached_input={tokens['cached_input']}"
         f" output={tokens['output']}"
     )
-    print("vector lag: n/a (vector index not built yet)")
+    lag = data["vector_lag"]
+    print(f"vector lag: {'off' if lag is None else lag} rows waiting for the vector index")
+    if budget := data.get("budget"):
+        print(_budget_line(budget))
     store = data["store"]
     print(
         f"store: {store['observations']} observations, {store['summaries']} summaries,"
         f" {store['sessions']} sessions, {store['dropped_outputs']} dropped replies"
+    )
+
+
+def _budget_line(budget: dict[str, Any]) -> str:
+    """`budget 2026-11-30 UTC: 1200 of 5000 tokens; per project (limit 2000): alpha=1200`."""
+    limit = budget["limit"] or "unlimited"
+    projects = ", ".join(f"{p}={n}" for p, n in budget["projects"].items()) or "none"
+    per_project = budget["project_limit"] or "unlimited"
+    return (
+        f"budget {budget['day']} UTC: {budget['used']} of {limit} tokens;"
+        f" per project (limit {per_project}): {projects}"
     )
 
 

@@ -7,10 +7,12 @@ from urllib.parse import unquote, urlsplit
 
 from worker.errors import ConfigError
 from worker.settings import Settings
+from worker.storage.postgres import PostgresStore
 from worker.storage.protocol import Store
 from worker.storage.sqlite import SqliteStore
 
 DEFAULT_DATABASE_FILE = "memq.db"
+_POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
 
 
 def open_store(settings: Settings) -> Store:
@@ -18,6 +20,8 @@ def open_store(settings: Settings) -> Store:
     url = settings.database_url
     if not url:
         return SqliteStore(settings.data_path / DEFAULT_DATABASE_FILE)
+    if urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES:
+        return PostgresStore(url)
     return SqliteStore(sqlite_path(url))
 
 
@@ -26,15 +30,10 @@ def sqlite_path(url: str) -> Path:
     # Never echo the URL itself: a postgresql:// URL may carry a password.
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme in {"postgresql", "postgres"}:
-        raise ConfigError(
-            "PostgreSQL storage is not implemented yet: unset MEMQ_DATABASE_URL to use SQLite"
-            " in the data dir, or set it to sqlite:///absolute/path"
-        )
     if scheme != "sqlite":
         raise ConfigError(
             f"MEMQ_DATABASE_URL scheme {scheme or '(none)'!r} is not supported:"
-            " use sqlite:///absolute/path"
+            " use sqlite:///absolute/path or postgresql://user:password@host:port/database"
         )
     # sqlite:////abs/path (SQLAlchemy's spelling) names the same file as sqlite:///abs/path.
     raw = unquote(parts.path)

@@ -1,0 +1,116 @@
+"""Redis Sentinel URLs: `redis+sentinel://[user:password@]host:port[,host:port…]/master[/db]`.
+
+The worker connects through arq's own Sentinel support (`RedisSettings(sentinel=True, …)`),
+so a URL says only what that passes on: the sentinels, the master's name, the database,
+the master's ACL user and password, and TLS to the master (`rediss+sentinel://`, checked
+against the system's CA store). Sentinels themselves are reached in plain text, unauthenticated.
+Nothing heavy at import: the Claude Code hook parses these URLs too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from worker.errors import ConfigError
+
+if TYPE_CHECKING:
+    from arq.connections import RedisSettings
+    from redis.asyncio import Redis
+
+SCHEMES = ("redis+sentinel", "rediss+sentinel")
+DEFAULT_SENTINEL_PORT = 26379
+
+
+class SentinelUrl(msgspec.Struct, frozen=True, kw_only=True):
+    """A parsed `redis+sentinel://` URL."""
+
+    sentinels: list[tuple[str, int]]
+    master: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    ssl: bool = False
+
+
+def is_sentinel_url(url: str) -> bool:
+    """True for `redis+sentinel://` and `rediss+sentinel://` URLs."""
+    return url.split("://", 1)[0].lower() in SCHEMES
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """Parse a Sentinel URL; ConfigError (one line, no password) when it is malformed."""
+    from urllib.parse import unquote  # not at import: the hook pays for every module it loads
+
+    scheme, sep, rest = url.partition("://")
+    netloc, _, path = rest.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    masked = f"{username}:***@" if password else (f"{username}@" if username else "")
+    shown = f"{scheme}://{masked}{hosts}/{path}"
+    if not sep or scheme.lower() not in SCHEMES:
+        raise ConfigError(f"MEMQ_REDIS_URL {shown} must start with redis+sentinel://")
+    path, _, query = path.partition("?")
+    if query:
+        raise ConfigError(
+            f"MEMQ_REDIS_URL {shown}: Sentinel URLs take no ?options (arq passes only the "
+            "master's db, user, password and TLS on)"
+        )
+    parts = [p for p in path.split("/") if p]
+    if not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ConfigError(f"MEMQ_REDIS_URL {shown}: the path must be /<master name>[/<db number>]")
+    return SentinelUrl(
+        sentinels=[_host_port(h, shown) for h in hosts.split(",")],
+        master=unquote(parts[0]),
+        db=int(parts[1]) if len(parts) == 2 else 0,
+        username=unquote(username) or None,
+        password=unquote(password) if password else None,
+        ssl=scheme.lower() == "rediss+sentinel",
+    )
+
+
+def arq_redis_settings(parsed: SentinelUrl) -> RedisSettings:
+    """arq's connection settings for the master the sentinels name (no connection retries)."""
+    from arq.connections import RedisSettings
+
+    return RedisSettings(
+        host=parsed.sentinels,
+        sentinel=True,
+        sentinel_master=parsed.master,
+        database=parsed.db,
+        username=parsed.username,
+        password=parsed.password,
+        ssl=parsed.ssl,
+        conn_retries=0,
+    )
+
+
+def sentinel_master(parsed: SentinelUrl, *, timeout_s: float | None = None) -> Redis:
+    """A redis-py client on the current master, as arq builds one (used outside the worker)."""
+    from redis.asyncio import Redis
+    from redis.asyncio.sentinel import Sentinel
+
+    kwargs: dict[str, Any] = {
+        "socket_timeout": timeout_s,
+        "socket_connect_timeout": timeout_s,
+        "db": parsed.db,
+        "username": parsed.username,
+        "password": parsed.password,
+        "ssl": parsed.ssl,
+    }
+    sentinel = Sentinel(parsed.sentinels, **kwargs)  # type: ignore[no-untyped-call]
+    client: Redis = sentinel.master_for(parsed.master, redis_class=Redis)
+    return client
+
+
+def _host_port(text: str, shown: str) -> tuple[str, int]:
+    host, port = text.strip(), ""
+    if host.startswith("["):  # [::1]:26379
+        host, _, after = host[1:].partition("]")
+        port = after.removeprefix(":")
+    elif host.count(":") == 1:
+        host, _, port = host.partition(":")
+    if not host or (port and not port.isdigit()):
+        raise ConfigError(f"MEMQ_REDIS_URL {shown}: {text!r} is not a sentinel host:port")
+    return host, int(port) if port else DEFAULT_SENTINEL_PORT
