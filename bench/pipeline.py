@@ -268,7 +268,7 @@ def adversarial_row(name: str, types: tuple[str, ...]) -> tuple[list[float], lis
     parse, classify = [], []
     for mib in ADVERSARIAL_MIB:
         text = adversarial(name, mib)
-        repeats = 3 if mib < 16 else 2
+        repeats = 3
         parse.append(best_of(functools.partial(parse_agent_xml, text, valid_types=types), repeats))
         classify.append(best_of(functools.partial(classify_observer_output, text), repeats))
     return parse, classify
@@ -332,7 +332,7 @@ def main() -> None:
         label = f"{size / 1000:g} KB" if size >= 1000 else f"{size} B"
         print(f"| {label} | {prompt:.1f} | {parse:.1f} | {hashing:.1f} | {total:.1f} | {target} |")
 
-    print("\nAdversarial replies: seconds, best of 3 (best of 2 at 16 MiB)\n")
+    print("\nAdversarial replies: seconds, best of 3\n")
     print(
         "| input | parse 1 MiB | 4 MiB | 16 MiB | 16/1 | target | classify 1 MiB | 16 MiB | 16/1 |"
     )

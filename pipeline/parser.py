@@ -175,50 +175,46 @@ def _field_text(text: str, span: Span | None, regular: bool) -> str | None:
     return raw.strip(JS_WHITESPACE) or None
 
 
+_Fields = tuple[
+    str | None, str | None, str | None, str | None, list[str], list[str], list[str], list[str]
+]
+"""type, title, subtitle, narrative (trimmed, None when empty) and the four lists' items."""
+
+
+def _fields(text: str, block: Span, regular: bool) -> _Fields:
+    if (canonical := _CANONICAL.fullmatch(text, *block)) is not None:
+        kind, title, subtitle, facts, narrative, concepts, read, modified = canonical.groups()
+        return (
+            _trimmed(kind), _trimmed(title), _trimmed(subtitle), _trimmed(narrative),
+            literal_items(facts, _FACT), literal_items(concepts, _CONCEPT),
+            literal_items(read, _FILE), literal_items(modified, _FILE),
+        )  # fmt: skip
+    regular = regular or is_regular(text, block, _OBSERVATION_AND_ITEMS)
+    spans = first_spans(text, block, _OBSERVATION, regular)
+    kind, title, subtitle, narrative = (
+        _field_text(text, spans.get(name), regular)
+        for name in ("type", "title", "subtitle", "narrative")
+    )
+    facts, concepts, read, modified = (
+        elements(text, spans.get(wrapper), item, regular) for wrapper, item in _LISTS
+    )
+    return kind, title, subtitle, narrative, facts, concepts, read, modified
+
+
 def _observation(
     text: str, block: Span, types: dict[str, str], regular: bool
 ) -> ParsedObservation | None:
-    if (canonical := _CANONICAL.fullmatch(text, *block)) is not None:
-        (
-            written_type,
-            title,
-            subtitle,
-            facts_raw,
-            narrative,
-            concepts_raw,
-            read_raw,
-            modified_raw,
-        ) = canonical.groups()
-        written_type, title, subtitle, narrative = map(
-            _trimmed, (written_type, title, subtitle, narrative)
-        )
-        facts, concept_texts = (
-            literal_items(facts_raw, _FACT),
-            literal_items(concepts_raw, _CONCEPT),
-        )
-        files_read, files_modified = (
-            literal_items(read_raw, _FILE),
-            literal_items(modified_raw, _FILE),
-        )
-    else:
-        regular = regular or is_regular(text, block, _OBSERVATION_AND_ITEMS)
-        spans = first_spans(text, block, _OBSERVATION, regular)
-        written_type, title, subtitle, narrative = (
-            _field_text(text, spans.get(name), regular)
-            for name in ("type", "title", "subtitle", "narrative")
-        )
-        facts, concept_texts, files_read, files_modified = (
-            elements(text, spans.get(wrapper), item, regular) for wrapper, item in _LISTS
-        )
-    matched = None if written_type is None else types.get(written_type.lower())
+    written, title, subtitle, narrative, facts, concept_texts, read, modified = _fields(
+        text, block, regular
+    )
+    matched = None if written is None else types.get(written.lower())
     obs_type = matched if matched is not None else next(iter(types.values()))
     concepts = concept_texts and _concepts(concept_texts, obs_type.lower())
     if title is None and narrative is None and not facts and not concepts:
         return None
     # Positional: this runs once per observation, and keywords cost measurably more.
     return ParsedObservation(
-        obs_type, title, subtitle, facts, narrative, concepts, files_read, files_modified,
-        matched is None,
+        obs_type, title, subtitle, facts, narrative, concepts, read, modified, matched is None
     )  # fmt: skip
 
 

@@ -39,6 +39,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
     echo "memq: redis-server is not on the PATH; install it (apt-get install redis-server) or set MEMQ_REDIS_URL" >&2
   fi
 fi
+# scripts/test sets MEMQ_NEED_CHROMIUM=1: the PostgreSQL backend is tested against a private
+# cluster (initdb/pg_ctl), the web UI in a real headless Chromium.
+if [ "${MEMQ_NEED_CHROMIUM:-0}" = 1 ] && ! command -v initdb >/dev/null 2>&1 \
+    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "memq: installing Debian's postgresql for the storage tests" >&2
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null
+  fi
+fi
 # scripts/test sets MEMQ_NEED_CHROMIUM=1: the web UI is tested in a real headless Chromium.
 if [ "${MEMQ_NEED_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

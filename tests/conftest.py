@@ -60,6 +60,9 @@ def _fix_modes_dir() -> Path:
 # The loopback fake of the Anthropic Messages and OpenAI Chat Completions APIs.
 from tests.support.fake_observer import fake_observer_fixture  # noqa: E402, F401
 
+# A private PostgreSQL cluster (initdb/pg_ctl on a free port), started once when first used.
+from tests.support.postgres_server import postgres_server_fixture  # noqa: E402, F401
+
 
 @pytest.fixture(name="arq_redis")
 async def _fix_arq_redis(redis_url: str) -> AsyncIterator[ArqRedis]:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from arq.connections import ArqRedis, create_pool
+from arq.connections import ArqRedis
 from redis.asyncio import ConnectionPool
 from redis.exceptions import RedisError
 
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.redis_connect import describe_url, redis_url
-from worker.redis_sentinel import arq_redis_settings, is_sentinel_url, parse_sentinel_url
+from worker.redis_sentinel import (
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_master,
+)
 from worker.scheduling import job_deserializer, job_serializer
 from worker.settings import Settings
 
@@ -44,13 +48,14 @@ async def connect_arq(settings: Settings) -> ArqRedis:
 
 
 async def _connect_sentinel(settings: Settings, url: str) -> ArqRedis:
-    """The master the sentinels name, through arq's own `RedisSettings(sentinel=True, …)`."""
+    """The master the sentinels name, as arq's `RedisSettings(sentinel=True, …)` connects."""
+    redis = sentinel_master(parse_sentinel_url(url), ArqRedis)
+    redis.job_serializer = job_serializer
+    redis.job_deserializer = job_deserializer
+    redis.default_queue_name = f"{settings.prefix}:queue"
     try:
-        return await create_pool(
-            arq_redis_settings(parse_sentinel_url(url)),
-            job_serializer=job_serializer,
-            job_deserializer=job_deserializer,
-            default_queue_name=f"{settings.prefix}:queue",
-        )
+        await redis.ping()
     except (RedisError, OSError) as e:
+        await redis.aclose()
         raise RedisUnavailableError(f"cannot reach Redis at {describe_url(url)}: {e}") from e
+    return redis

@@ -14,7 +14,12 @@ import hiredis
 
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.managed_redis import ManagedRedis
-from worker.redis_sentinel import SentinelUrl, is_sentinel_url, parse_sentinel_url, sentinel_master
+from worker.redis_sentinel import (
+    SentinelUrl,
+    is_sentinel_url,
+    parse_sentinel_url,
+    sentinel_master,
+)
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -56,7 +61,7 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
     timeout = timeout_ms / 1000 if timeout_ms else None
     try:
         if is_sentinel_url(url):
-            client = sentinel_master(parse_sentinel_url(url), timeout_s=timeout)
+            client = sentinel_master(parse_sentinel_url(url), Redis, timeout_s=timeout)
         else:
             client = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     except ValueError as e:

@@ -1,23 +1,26 @@
 """Redis Sentinel URLs: `redis+sentinel://[user:password@]host:port[,host:port…]/master[/db]`.
 
-The worker connects through arq's own Sentinel support (`RedisSettings(sentinel=True, …)`),
-so a URL says only what that passes on: the sentinels, the master's name, the database,
-the master's ACL user and password, and TLS to the master (`rediss+sentinel://`, checked
+Clients are made the way arq's Sentinel support makes them (`RedisSettings(sentinel=True, …)`),
+so a URL says what that passes on: the sentinels, the master's name, the database, the
+master's ACL user and password, and TLS to the master (`rediss+sentinel://`, checked
 against the system's CA store). Sentinels themselves are reached in plain text, unauthenticated.
 Nothing heavy at import: the Claude Code hook parses these URLs too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from worker.errors import ConfigError
 
 if TYPE_CHECKING:
-    from arq.connections import RedisSettings
     from redis.asyncio import Redis
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+R = TypeVar("R", bound="Redis")
 
 SCHEMES = ("redis+sentinel", "rediss+sentinel")
 DEFAULT_SENTINEL_PORT = 26379
@@ -70,38 +73,46 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     )
 
 
-def arq_redis_settings(parsed: SentinelUrl) -> RedisSettings:
-    """arq's connection settings for the master the sentinels name (no connection retries)."""
-    from arq.connections import RedisSettings
+def sentinel_master(
+    parsed: SentinelUrl, redis_class: type[R], *, timeout_s: float | None = None
+) -> R:
+    """A client of `redis_class` on the master the sentinels name; it follows a failover.
 
-    return RedisSettings(
-        host=parsed.sentinels,
-        sentinel=True,
-        sentinel_master=parsed.master,
-        database=parsed.db,
-        username=parsed.username,
-        password=parsed.password,
-        ssl=parsed.ssl,
-        conn_retries=0,
-    )
-
-
-def sentinel_master(parsed: SentinelUrl, *, timeout_s: float | None = None) -> Redis:
-    """A redis-py client on the current master, as arq builds one (used outside the worker)."""
-    from redis.asyncio import Redis
+    The client arq's `RedisSettings(sentinel=True, …)` makes (`Sentinel(…).master_for`), built
+    here so that every memq client gets it alike, and so that closing it also closes the
+    connections to the sentinels (redis-py leaves those open).
+    """
     from redis.asyncio.sentinel import Sentinel
 
     kwargs: dict[str, Any] = {
-        "socket_timeout": timeout_s,
-        "socket_connect_timeout": timeout_s,
         "db": parsed.db,
         "username": parsed.username,
         "password": parsed.password,
         "ssl": parsed.ssl,
     }
+    if timeout_s is not None:
+        kwargs |= {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
     sentinel = Sentinel(parsed.sentinels, **kwargs)  # type: ignore[no-untyped-call]
-    client: Redis = sentinel.master_for(parsed.master, redis_class=Redis)
+    client: R = sentinel.master_for(
+        parsed.master, redis_class=redis_class, connection_pool_class=_closing_pool()
+    )
     return client
+
+
+@functools.cache
+def _closing_pool() -> type[SentinelConnectionPool]:
+    # Built on first use: redis-py is too slow an import for the hook, which only parses URLs.
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    class ClosingSentinelPool(SentinelConnectionPool):
+        """Disconnecting the master's pool also closes the sentinels' connections."""
+
+        async def disconnect(self, inuse_connections: bool = True) -> None:
+            await super().disconnect(inuse_connections)
+            for sentinel in self.sentinel_manager.sentinels:
+                await sentinel.aclose()
+
+    return ClosingSentinelPool
 
 
 def _host_port(text: str, shown: str) -> tuple[str, int]:

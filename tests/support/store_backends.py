@@ -1,4 +1,4 @@
-"""The `backend` fixture: every storage test runs on a fresh SQLite file and a fresh PostgreSQL db."""
+"""The `backend` fixture: storage tests run on a fresh SQLite file and an emptied PostgreSQL db."""
 
 from __future__ import annotations
 
@@ -40,7 +40,9 @@ class Backend:
     @property
     def schema_version(self) -> int:
         return (
-            sqlite_schema.SCHEMA_VERSION if self.name == "sqlite" else postgres_schema.SCHEMA_VERSION
+            sqlite_schema.SCHEMA_VERSION
+            if self.name == "sqlite"
+            else postgres_schema.SCHEMA_VERSION
         )
 
     def open(self, clock: Callable[[], datetime] | None = None) -> Store:
@@ -110,9 +112,7 @@ class Backend:
 
 
 @pytest.fixture(name="backend", params=BACKENDS)
-async def backend_fixture(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[Backend]:
+async def backend_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     """A fresh database of each backend; postgres runs on the private test cluster."""
     if request.param == "sqlite":
         backend = Backend("sqlite", path=tmp_path / "data" / "memq.db")
@@ -120,8 +120,6 @@ async def backend_fixture(
         await backend.aclose()
         return
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = await server.create_database()
-    backend = Backend("postgres", url=url)
+    backend = Backend("postgres", url=await server.emptied_database())
     yield backend
     await backend.aclose()
-    await server.drop_database(url)

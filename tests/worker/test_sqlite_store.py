@@ -1,4 +1,4 @@
-"""Both Stores (a real SQLite file, a private PostgreSQL): schema, batches, dedupe, fencing, reads."""
+"""Both Stores (a real SQLite file, a private PostgreSQL): schema, batches, fencing, reads."""
 
 from __future__ import annotations
 
@@ -365,9 +365,7 @@ async def test_facts_only_observations_dedupe_on_their_facts(
 
 
 @pytest.mark.parametrize("next_fence", [5, 6])
-async def test_stale_fence_is_refused_and_stores_nothing(
-    store: Store, next_fence: int
-) -> None:
+async def test_stale_fence_is_refused_and_stores_nothing(store: Store, next_fence: int) -> None:
     await store.write_batch(batch(fence=5, event_ids=["e1"], observations=[obs("A", "x")]))
     stale = batch(
         fence=3,
@@ -497,9 +495,7 @@ async def test_observations_with_equal_times_order_by_id(store: Store) -> None:
     assert [r.title for r in await store.observations()] == ["three", "two", "one"]
 
 
-async def test_sessions_list_newest_activity_first_with_counts(
-    store: Store, clock: Clock
-) -> None:
+async def test_sessions_list_newest_activity_first_with_counts(store: Store, clock: Clock) -> None:
     prompt = PromptRecord(
         memory_session_id="s1",
         project="alpha",
@@ -776,7 +772,10 @@ def test_open_store_picks_the_sqlite_file(
 
 @pytest.mark.parametrize(
     "database_url",
-    ["postgresql://memq:secret@db.example:6543/memq", "postgres://memq:secret@db.example:6543/memq"],
+    [
+        "postgresql://memq:secret@db.example:6543/memq",
+        "postgres://memq:secret@db.example:6543/memq",
+    ],
 )
 def test_open_store_picks_postgres_and_names_it_without_credentials(database_url: str) -> None:
     store = open_store(Settings(database_url=database_url))
@@ -787,6 +786,7 @@ def test_open_store_picks_postgres_and_names_it_without_credentials(database_url
 @pytest.mark.parametrize(
     ("database_url", "message"),
     [
+        ("postgresql://memq:secret@db:port/memq", "not a valid postgresql:// URL"),
         ("mysql://memq:secret@db/memq", "scheme 'mysql' is not supported"),
         ("/plain/path.db", "is not supported"),
         ("sqlite://relative.db", "absolute file"),

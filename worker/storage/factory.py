@@ -7,7 +7,6 @@ from urllib.parse import unquote, urlsplit
 
 from worker.errors import ConfigError
 from worker.settings import Settings
-from worker.storage.postgres import PostgresStore
 from worker.storage.protocol import Store
 from worker.storage.sqlite import SqliteStore
 
@@ -21,6 +20,9 @@ def open_store(settings: Settings) -> Store:
     if not url:
         return SqliteStore(settings.data_path / DEFAULT_DATABASE_FILE)
     if urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES:
+        # Imported here: asyncpg costs a CLI hook on SQLite ~0.1 s it never needs.
+        from worker.storage.postgres import PostgresStore
+
         return PostgresStore(url)
     return SqliteStore(sqlite_path(url))
 

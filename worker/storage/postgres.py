@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import asyncpg  # type: ignore[import-untyped]
 
+from worker.errors import ConfigError
 from worker.storage import postgres_rows as pg
 from worker.storage import rows as db
 from worker.storage.postgres_index import PostgresIndexQueries
@@ -24,6 +25,7 @@ from worker.storage.records import (
     StoreCounts,
     StoredRow,
 )
+
 # The same refusal of foreign records as SQLite's, so both backends answer alike.
 from worker.storage.sqlite import _check_one_session as check_one_session
 
@@ -37,10 +39,16 @@ def _utc_now() -> datetime:
 
 def describe_url(url: str) -> str:
     """host:port/database of a postgresql:// URL, never its user or password."""
-    parts = urlsplit(url)
-    host = parts.hostname or "localhost"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{host}{port}{parts.path or '/'}"
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError as e:
+        # Never echo the URL: it may carry a password.
+        raise ConfigError(
+            f"MEMQ_DATABASE_URL is not a valid postgresql:// URL ({e}): use"
+            " postgresql://user:password@host:port/database"
+        ) from e
+    return f"{parts.hostname or 'localhost'}{port}{parts.path or '/'}"
 
 
 class PostgresStore(PostgresIndexQueries):
@@ -247,7 +255,8 @@ class PostgresStore(PostgresIndexQueries):
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=60,
             )
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as e:
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as e:
+            # TimeoutError is an OSError; ValueError: a URL option asyncpg does not accept.
             raise StoreError(f"cannot connect to PostgreSQL {self._where}: {_one_line(e)}") from e
         try:
             async with pool.acquire() as conn:

@@ -38,7 +38,8 @@ _SCOPE = """
  OR (kind = 'summary' AND row_id IN (SELECT id FROM summaries WHERE project = $1)))
 """
 
-_WORDS = "coalesce((SELECT string_agg(w, ' ') FROM jsonb_array_elements_text(t.{col}) AS w), '')"
+# NULL for an empty list, which concat_ws skips.
+_WORDS = "(SELECT string_agg(w, ' ') FROM jsonb_array_elements_text(t.{col}) AS w)"
 _DOCUMENT = {
     "observation": "concat_ws(' … ', t.title, t.subtitle, t.narrative, "
     + f"{_WORDS.format(col='facts')}, {_WORDS.format(col='concepts')})",
@@ -60,8 +61,12 @@ def _text_arm(kind: RowKind) -> str:
         "($3::text IS NULL OR t.project = $3)",
         "($4::bigint IS NULL OR t.created_at_epoch_ms >= $4)",
     ]
-    if kind == "observation":
-        where.append("($5::text IS NULL OR t.type = $5)")
+    # Summaries match only the type `summary`.
+    where.append(
+        "($5::text IS NULL OR t.type = $5)"
+        if kind == "observation"
+        else "($5::text IS NULL OR $5 = 'summary')"
+    )
     # Rank inverted so that, as with SQLite's bm25, lower is better.
     return (
         f"SELECT * FROM (SELECT '{kind}'::text AS kind, t.id, -ts_rank(t.search, q.q, 1) AS rank,"
@@ -177,10 +182,9 @@ class PostgresIndexQueries:
             f" SELECT hit.kind, hit.id, hit.rank, ts_headline('memq_text', hit.doc, q.q,"
             f" '{_HEADLINE}') FROM ({arms}) AS hit, q ORDER BY hit.rank, hit.kind, hit.id LIMIT $2"
         )
-        observation_type = None if filters.type == "summary" else filters.type
         async with self._use() as conn:
             found = await conn.fetch(
-                sql, query, limit, filters.project, filters.since_ms, observation_type
+                sql, query, limit, filters.project, filters.since_ms, filters.type
             )
         return [TextHit(kind=r[0], id=r[1], bm25=float(r[2]), snippet=r[3] or "") for r in found]
 

@@ -39,6 +39,7 @@ _SUMMARY_SEARCH = _weighted(
 
 # Timestamps are ISO 8601 UTC text with milliseconds (as on SQLite, so rows read back alike
 # and sort in time order) next to an epoch-ms BIGINT where queries order or filter by time.
+# Keys and timestamps are COLLATE "C": byte order as on SQLite, whatever the database locale.
 # Append new steps; never edit a released one. Each step runs in the migrating transaction.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -48,12 +49,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """ALTER TEXT SEARCH CONFIGURATION memq_text ALTER MAPPING
             FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part WITH memq_stem""",
         """CREATE TABLE sessions (
-            memory_session_id TEXT PRIMARY KEY,
-            project TEXT NOT NULL,
+            memory_session_id TEXT COLLATE "C" PRIMARY KEY,
+            project TEXT COLLATE "C" NOT NULL,
             fence BIGINT NOT NULL DEFAULT 0,
-            started_at TEXT NOT NULL,
-            last_activity_at TEXT NOT NULL,
-            ended_at TEXT,
+            started_at TEXT COLLATE "C" NOT NULL,
+            last_activity_at TEXT COLLATE "C" NOT NULL,
+            ended_at TEXT COLLATE "C",
             prompt_counter INTEGER NOT NULL DEFAULT 0
         )""",
         "CREATE INDEX sessions_activity ON sessions (last_activity_at, memory_session_id)",
@@ -61,20 +62,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON sessions (project, last_activity_at, memory_session_id)""",
         """CREATE TABLE user_prompts (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+            project TEXT COLLATE "C" NOT NULL,
             prompt_number INTEGER NOT NULL,
             prompt_text TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            event_id TEXT NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
+            event_id TEXT COLLATE "C" NOT NULL,
             UNIQUE (memory_session_id, event_id)
         )""",
         f"""CREATE TABLE observations (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+            project TEXT COLLATE "C" NOT NULL,
             type TEXT NOT NULL,
             title TEXT,
             subtitle TEXT,
@@ -84,13 +85,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             files_read JSONB NOT NULL DEFAULT '[]',
             files_modified JSONB NOT NULL DEFAULT '[]',
             prompt_number INTEGER,
-            content_hash TEXT NOT NULL,
+            content_hash TEXT COLLATE "C" NOT NULL,
             model TEXT,
             type_fallback BOOLEAN NOT NULL DEFAULT false,
             source_event_ids JSONB NOT NULL DEFAULT '[]',
-            created_at TEXT NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
             created_at_epoch_ms BIGINT NOT NULL,
-            announced_at TEXT,
+            announced_at TEXT COLLATE "C",
             search TSVECTOR GENERATED ALWAYS AS ({_OBSERVATION_SEARCH}) STORED,
             UNIQUE (memory_session_id, content_hash)
         )""",
@@ -104,9 +105,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX observations_search ON observations USING GIN (search)",
         f"""CREATE TABLE summaries (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+            project TEXT COLLATE "C" NOT NULL,
             request TEXT,
             investigated TEXT,
             learned TEXT,
@@ -115,9 +116,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             notes TEXT,
             prompt_number INTEGER,
             model TEXT,
-            created_at TEXT NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
             created_at_epoch_ms BIGINT NOT NULL,
-            announced_at TEXT,
+            announced_at TEXT COLLATE "C",
             search TSVECTOR GENERATED ALWAYS AS ({_SUMMARY_SEARCH}) STORED
         )""",
         "CREATE INDEX summaries_created ON summaries (created_at_epoch_ms, id)",
@@ -128,38 +129,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON summaries (created_at_epoch_ms, id) WHERE announced_at IS NULL""",
         "CREATE INDEX summaries_search ON summaries USING GIN (search)",
         """CREATE TABLE processed_events (
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            event_id TEXT NOT NULL,
-            processed_at TEXT NOT NULL,
+            event_id TEXT COLLATE "C" NOT NULL,
+            processed_at TEXT COLLATE "C" NOT NULL,
             PRIMARY KEY (memory_session_id, event_id)
         )""",
         """CREATE TABLE dropped_outputs (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+            project TEXT COLLATE "C" NOT NULL,
             category TEXT NOT NULL,
             raw TEXT NOT NULL,
             event_ids JSONB NOT NULL DEFAULT '[]',
-            created_at TEXT NOT NULL,
+            created_at TEXT COLLATE "C" NOT NULL,
             reason TEXT,
             turn_kind TEXT NOT NULL,
-            replayed_at TEXT
+            replayed_at TEXT COLLATE "C"
         )""",
         "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at, id)",
         "CREATE INDEX dropped_outputs_session ON dropped_outputs (memory_session_id)",
         """CREATE TABLE token_usage (
             id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT NOT NULL
+            memory_session_id TEXT COLLATE "C" NOT NULL
                 REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+            project TEXT COLLATE "C" NOT NULL,
             provider TEXT NOT NULL,
             model TEXT NOT NULL,
             input_tokens BIGINT NOT NULL,
             cached_input_tokens BIGINT NOT NULL,
             output_tokens BIGINT NOT NULL,
-            created_at TEXT NOT NULL
+            created_at TEXT COLLATE "C" NOT NULL
         )""",
         "CREATE INDEX token_usage_session ON token_usage (memory_session_id)",
         """CREATE TABLE vector_outbox (
@@ -169,7 +170,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             attempts INTEGER NOT NULL DEFAULT 0,
             last_error TEXT,
             next_attempt_at_ms BIGINT NOT NULL DEFAULT 0,
-            done_at TEXT,
+            done_at TEXT COLLATE "C",
             PRIMARY KEY (kind, row_id)
         )""",
         """CREATE INDEX vector_outbox_due
