@@ -33,6 +33,8 @@ def normalize_hash_text(text: str | None) -> str:
     if not text:
         return ""
     text = unicodedata.normalize("NFKC", text)
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # printable: the space is its only whitespace, and nothing to collapse
     if any(c in text for c in _SPLIT_DIFFERS):
         return _WHITESPACE_RUN.sub(" ", text).strip(" ")
     return " ".join(text.split())  # the same set here, and much faster than the regex

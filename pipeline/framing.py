@@ -77,6 +77,7 @@ def _json_float(token: str) -> msgspec.Raw:
 
 
 _AS_JSON_WRITES = msgspec.json.Decoder(float_hook=_json_float)
+_LONG_TEXT_CHARS = 16_384
 
 
 def _pretty_json_text(text: str) -> str | None:
@@ -96,11 +97,25 @@ def _pretty_json_text(text: str) -> str | None:
 
 
 def _pretty_value(value: object) -> str:
-    # The C encoder writes floats as json does; msgspec only re-indents its output.
-    try:
-        return msgspec.json.format(json.dumps(value, ensure_ascii=False), indent=2)
-    except (ValueError, RecursionError):  # NaN/Infinity (not JSON), lone surrogates, depth
-        return _pretty_json(value)
+    # Long strings are escaped by json in one C call each: its pure-Python encoder is then
+    # the faster one (tool outputs hold their text one or two levels down).
+    if not _holds_long_text(value, depth=2):
+        try:
+            written = msgspec.json.encode(value)
+            # msgspec writes NaN and ±inf as null: only a value without null has none.
+            if b"null" not in written:
+                return _indented(msgspec.json.encode(_AS_JSON_WRITES.decode(written)))
+        except (ValueError, RecursionError):  # lone surrogates, huge integers, deep nesting
+            pass
+    return _pretty_json(value)
+
+
+def _holds_long_text(value: object, depth: int) -> bool:
+    if isinstance(value, str):
+        return len(value) > _LONG_TEXT_CHARS
+    if depth and isinstance(value, dict):
+        return any(_holds_long_text(item, depth - 1) for item in value.values())
+    return False
 
 
 def _indented(written: bytes) -> str:

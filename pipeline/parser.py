@@ -127,8 +127,9 @@ _LISTS = (
 
 def _canonical_pattern() -> re.Pattern[str]:
     # The skeleton's layout: each field at most once and in its order, literal tags, lists
-    # of complete items, no other `<`. Such a block is regular, and each group holds what
-    # the general reading gives as that field's content.
+    # of complete items, no other `<`. The general reading of such a block gives each group
+    # as that field's content. (Allowing a stray `<` here costs more on every reply than
+    # the per-field path costs on the few that have one.)
     text = "[^<]*+"
     items = {wrapper: item.names[0] for wrapper, item in _LISTS}
     fields = []

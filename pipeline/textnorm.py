@@ -36,6 +36,8 @@ def js_rstrip(text: str) -> str:
 
 def collapse_js_whitespace(text: str) -> str:
     """Replace every run of JavaScript whitespace with one space, then trim."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # printable: the space is its only whitespace, and nothing to collapse
     if any(c in text for c in _SPLIT_DIFFERS):
         return js_trim(_JS_WHITESPACE_RUN.sub(" ", text))
     return " ".join(text.split())  # the same set here, and much faster than the regex

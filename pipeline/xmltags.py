@@ -34,19 +34,24 @@ class TagSet(msgspec.Struct, frozen=True):
     """What the literal path cannot take: `<!`, or a tag of `names` not spelled literally."""
     literal: dict[str, tuple[str, str]]
     items: re.Pattern[str] | None
-    """For a one-name set: the whole range as literal, alternating elements and no other `<`."""
+    """For a one-name set: the whole range as literal, alternating elements and plain text."""
     splitter: re.Pattern[str] | None
     """For a one-name set: splits at the literal tags, keeping them."""
+    contents: re.Pattern[str] | None
+    """For a one-name set: a literal element holding no `<`, its content as the group."""
 
 
 def tag_set(*names: str) -> TagSet:
     """Compile the patterns for `names` (lower case ASCII letters and `_`)."""
     alternatives = "|".join(names)
-    items = splitter = None
+    items = splitter = contents = None
     if len(names) == 1:
-        opener, closer = f"<{names[0]}>", f"</{names[0]}>"
-        items = re.compile(rf"(?:[^<]*+{opener}[^<]*+{closer})*+[^<]*+(?:{opener}[^<]*+)?")
+        opener, closer, text = f"<{names[0]}>", f"</{names[0]}>", _plain_text_pattern(names)
+        items = re.compile(
+            rf"(?:{text}{opener}{text}{closer})*+{text}(?:{opener}{text})?", re.ASCII
+        )
         splitter = re.compile(f"({opener}|{closer})")
+        contents = re.compile(f"{opener}([^<]*+){closer}")
     return TagSet(
         names=names,
         tags=re.compile(
@@ -57,7 +62,15 @@ def tag_set(*names: str) -> TagSet:
         literal={name: (f"<{name}>", f"</{name}>") for name in names},
         items=items,
         splitter=splitter,
+        contents=contents,
     )
+
+
+def _plain_text_pattern(names: Sequence[str]) -> str:
+    """Regex source for text that holds no tag of `names` (in any form) and no `<!`."""
+    # A `<` is text unless a tag of `names` could start there; possessive, so linear.
+    alternatives = "|".join(names)
+    return rf"[^<]*+(?:<(?!!|/?(?i:{alternatives})(?![\w.:-]))[^<]*+)*+"
 
 
 def irregular_pattern(names: Sequence[str], *, also: str = "") -> re.Pattern[str]:
@@ -132,10 +145,8 @@ def elements(text: str, wrapper: Span | None, item: TagSet, regular: bool) -> li
     start, end = wrapper
     opener, closer = item.literal[item.names[0]]
     if item.items is not None and item.items.fullmatch(text, start, end) is not None:
-        # Only literal tags, alternating, and no other `<`: [text, item, text, item, …].
-        pairs = text.count(closer, start, end)
-        raws = text[start:end].replace(closer, opener).split(opener)[1 : 2 * pairs : 2]
-        return _trimmed(raws)
+        # Literal tags, alternating, between plain text (a last unclosed one is dropped).
+        return _between(text[start:end], opener, closer, text.count(closer, start, end))
     if item.splitter is not None and (regular or is_regular(text, wrapper, item)):
         # parts = [text, tag, text, tag, …]: with tags alternating open/close, the items
         # are the texts after the opens (a last unclosed open is dropped).
@@ -157,21 +168,36 @@ def elements(text: str, wrapper: Span | None, item: TagSet, regular: bool) -> li
 
 
 def literal_items(raw: str | None, item: TagSet) -> list[str]:
-    """Trimmed, non-empty items of a wrapper content made only of complete literal elements."""
-    if raw is None:
+    """Trimmed, non-empty items of `raw`: complete literal elements and text without `<`."""
+    if raw is None or item.contents is None:
         return []
-    opener, closer = item.literal[item.names[0]]
-    return _trimmed(raw.replace(closer, opener).split(opener)[1::2])
+    contents = item.contents.findall(raw)
+    if "&" in raw:
+        return _trimmed(contents)
+    return list(filter(None, map(str.strip, contents, itertools.repeat(JS_WHITESPACE))))
+
+
+def _between(chunk: str, opener: str, closer: str, pairs: int) -> list[str]:
+    """The first `pairs` items of alternating literal elements between CDATA-free text."""
+    if "\0" in chunk:
+        return _trimmed(chunk.replace(closer, opener).split(opener)[1 : 2 * pairs : 2])
+    # With the tags turned into NUL, one decoding call serves every item: no reference
+    # spans a NUL or decodes to one. parts = [text, item, text, item, …].
+    parts = decode_xml_entities(chunk.replace(opener, "\0").replace(closer, "\0")).split("\0")
+    return list(
+        filter(None, map(str.strip, parts[1 : 2 * pairs : 2], itertools.repeat(JS_WHITESPACE)))
+    )
 
 
 def _trimmed(raws: list[str]) -> list[str]:
     """Decoded, trimmed, non-empty texts of CDATA-free element contents."""
-    # A long list is decoded in one call when NUL can separate the items: no reference
-    # spans a NUL or decodes to one.
-    if len(raws) > 16 and (joined := "\0".join(raws)).count("\0") == len(raws) - 1:
-        decoded = decode_xml_entities(joined).split("\0")
-        return list(filter(None, map(str.strip, decoded, itertools.repeat(JS_WHITESPACE))))
-    return [item for raw in raws if (item := decode_xml_entities(raw).strip(JS_WHITESPACE))]
+    # Decoded in one call when NUL can separate the items: no reference spans a NUL or
+    # decodes to one.
+    if len(raws) > 1 and (joined := "\0".join(raws)).count("\0") == len(raws) - 1:
+        raws = decode_xml_entities(joined).split("\0")
+    else:
+        raws = [decode_xml_entities(raw) for raw in raws]
+    return list(filter(None, map(str.strip, raws, itertools.repeat(JS_WHITESPACE))))
 
 
 def first_kind_blocks(text: str, roots: TagSet, regular: bool) -> tuple[str, Iterator[Span]] | None:
@@ -181,15 +207,15 @@ def first_kind_blocks(text: str, roots: TagSet, regular: bool) -> tuple[str, Ite
     match); openers in between are absorbed and closes without an opener are ignored.
     """
     if regular:  # one find per block, not one step per tag
-        heads: list[tuple[int, str, Iterator[Span]]] = []
-        for name in roots.names:
-            blocks = _literal_blocks(text, *roots.literal[name])
-            if (first_block := next(blocks, None)) is not None:
-                heads.append((first_block[1], name, itertools.chain([first_block], blocks)))
-        if not heads:
+        first_closes = []
+        for name, (opener, closer) in roots.literal.items():
+            opened = text.find(opener)
+            if opened >= 0 and (closed := text.find(closer, opened + len(opener))) >= 0:
+                first_closes.append((closed, name))
+        if not first_closes:
             return None
-        _, kind, same_kind = min(heads, key=lambda head: head[0])
-        return kind, same_kind
+        kind = min(first_closes)[1]
+        return kind, _literal_blocks(text, *roots.literal[kind])
     all_blocks = _root_blocks(text, roots)
     if (first := next(all_blocks, None)) is None:
         return None

@@ -127,7 +127,7 @@ def _assistant_text(line: bytes) -> str | None:
         return None
     try:
         entry = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a line nested too deep is skipped too
         return None  # a malformed or partly written line is skipped
     if not isinstance(entry, dict):
         return None

@@ -74,7 +74,7 @@ def configure_logging(log_format: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # One INFO line per HTTP request or job start is noise at thousands of events a second:
-    # memq logs one line per turn with the outcome instead.
-    for chatty in ("httpx", "httpx2", "arq.worker", "arq.jobs"):
+    # One INFO line per HTTP request is noise at thousands of events a second: memq logs
+    # one line per turn with the outcome instead (arq's per-job lines stay, for operators).
+    for chatty in ("httpx", "httpx2"):
         logging.getLogger(chatty).setLevel(max(level, logging.WARNING))

@@ -20,7 +20,7 @@ from worker.outcomes import COUNTED
 PROVIDERS = ("anthropic", "openai")
 TOKEN_KINDS = ("input", "cached_input", "output")
 # Turns that end with these leave their events pending: they come back in a later turn.
-_UNFINISHED = frozenset({"paused", "retry"})
+_UNFINISHED = frozenset({"paused", "retry", "throttled"})
 """The logger whose one record per turn (extras `outcome`, `events`) feeds events and batches."""
 
 

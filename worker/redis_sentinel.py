@@ -51,7 +51,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     userinfo, _, hosts = netloc.rpartition("@")
     username, _, password = userinfo.partition(":")
     masked = f"{username}:***@" if password else (f"{username}@" if username else "")
-    shown = f"{scheme}://{masked}{hosts}/{path}"
+    shown = f"{scheme}://{masked}{hosts}/{path.partition('?')[0]}"
     if not sep or scheme.lower() not in SCHEMES:
         raise ConfigError(f"MEMQ_REDIS_URL {shown} must start with redis+sentinel://")
     path, _, query = path.partition("?")
@@ -74,7 +74,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
 
 
 def sentinel_master(
-    parsed: SentinelUrl, redis_class: type[R], *, timeout_s: float | None = None
+    parsed: SentinelUrl, redis_class: type[R], *, timeout_s: float | None = None, **options: Any
 ) -> R:
     """A client of `redis_class` on the master the sentinels name; it follows a failover.
 
@@ -85,6 +85,7 @@ def sentinel_master(
     from redis.asyncio.sentinel import Sentinel
 
     kwargs: dict[str, Any] = {
+        **options,
         "db": parsed.db,
         "username": parsed.username,
         "password": parsed.password,

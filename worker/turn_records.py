@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pipeline.evidence import file_evidence, mentioned_paths, merge_model_files
-
 from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import ToolCall
+from pipeline.evidence import file_evidence, mentioned_paths, merge_model_files
 from pipeline.parser import ParsedObservation, ParsedSummary
 from worker.storage.records import ObservationRecord, SummaryRecord
 

@@ -153,3 +153,16 @@ def test_escaping_matches_its_definition(text: str) -> None:
 def test_json_text_nested_near_the_recursion_limit_is_shown_whole(depth: int) -> None:
     text = "[" * depth + "]" * depth
     assert "".join(render_tool_field(text).split()) == text  # pretty-printed or raw
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"stdout": 'line "quoted" é\n' * 2000, "code": 0, "ratio": 1e16},
+        {"file": {"content": "x\ty\\z\n" * 5000, "startLine": 1.5}},
+        [{"content": "short"}, 0.1, 1e-7, None],
+        {"nan": float("nan"), "inf": float("-inf")},
+    ],
+)
+def test_long_and_short_values_render_exactly_as_json_dumps(value: object) -> None:
+    assert render_tool_field(value) == json.dumps(value, indent=2, ensure_ascii=False)

@@ -187,8 +187,9 @@ async def test_secrets_and_private_content_reach_neither_redis_nor_the_spool(
 
 
 def test_the_hook_imports_no_heavy_module(tmp_path: Path) -> None:
+    # PostToolUse runs on every tool call; SessionStart (once a session) may open storage.
     done, _ = _hook(
-        _payload("session_start.json"), tmp_path, closed_port_url(), PYTHONPROFILEIMPORTTIME="1"
+        _payload("post_tool_use.json"), tmp_path, closed_port_url(), PYTHONPROFILEIMPORTTIME="1"
     )
     imported = set(re.findall(r"\|\s+([\w.]+)\s*$", done.stderr, re.MULTILINE))
     assert "worker.commands.hook" in imported

@@ -1,4 +1,4 @@
-"""Reaching Redis by URL: ACL user/password, `rediss://` TLS and Sentinel, for every client memq has.
+"""Reaching Redis by URL: ACL user/password, `rediss://` TLS and Sentinel, for every client.
 
 Each server here is a real private redis-server (TLS certificates made with the openssl CLI;
 Sentinel is `redis-server --sentinel`). Every client is checked: the arq pool the worker runs
@@ -240,7 +240,7 @@ async def test_a_server_certificate_from_an_unknown_ca_is_refused(
     stranger = tmp_path / "stranger"
     _make_certificates(stranger)
     url = tls_server.url(f"ssl_ca_certs={stranger / 'ca.crt'}")
-    with pytest.raises(RedisUnavailableError, match="cannot reach Redis|lost Redis|refused"):
+    with pytest.raises(RedisUnavailableError, match=r"cannot reach Redis|lost Redis|refused"):
         await client(_settings(tmp_path, url), "tls-bad")
     assert tls_server.read("tls-bad") is None
 
@@ -305,7 +305,8 @@ async def test_a_sentinel_url_reaches_the_master_the_sentinel_names(
     tmp_path: Path, acl_server: RedisServer, sentinel: SentinelServer, client: Client
 ) -> None:
     # The first sentinel listed is down: the next one answers.
-    url = f"redis+sentinel://memq:{ESCAPED}@127.0.0.1:{free_port()},127.0.0.1:{sentinel.port}/mymaster/0"
+    hosts = f"127.0.0.1:{free_port()},127.0.0.1:{sentinel.port}"
+    url = f"redis+sentinel://memq:{ESCAPED}@{hosts}/mymaster/0"
     await client(_settings(tmp_path, url), "via-sentinel")
     assert _read(acl_server, "via-sentinel") is not None
 

@@ -126,7 +126,7 @@ def _decode_line(line: bytes, project: Callable[[], str]) -> Event:
     except EventDecodeError:
         try:
             obj = msgspec.json.decode(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # untyped decoding has no depth limit
             obj = None
         if not isinstance(obj, dict) or "project" in obj:
             raise

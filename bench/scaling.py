@@ -1,0 +1,289 @@
+"""Scaling bench: throughput with 1, 2 and 4 `memq worker` processes, and the Redis and database
+cost of one event.
+
+Run from the repository root: `.venv/bin/python bench/scaling.py` (under a minute on 2 CPUs;
+`--help` for the sizes). It starts a private redis-server on a free loopback port and the fake
+observer (instant `deterministic_reply`) in a process of its own. For each process count: a
+fresh SQLite data dir, the workers started and warmed up, then a backlog of tool calls
+published up front and timed until every event is stored. Redis cost is the change in
+`INFO commandstats` calls (commands run inside Lua scripts count too) per stored event,
+shown with and without the workers' idle polling (measured for a second before the backlog);
+database cost is the rows each table gained per event. MEMQ_CHROMA=off: vector indexing is
+not part of the pipeline measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import msgspec
+import redis.asyncio as aioredis
+
+from bench.common import (
+    CpuMeter,
+    WorkerProcesses,
+    fake_observer,
+    machine,
+    markdown_table,
+    private_redis,
+    worker_env,
+)
+from pipeline.events import Event, ToolCall
+from worker.keys import Keys
+from worker.producer import Producer
+from worker.settings import Settings
+
+PREFIX = "scale"
+KEYS = Keys(PREFIX)
+_OUTPUT = "".join(f"tests/test_cart.py::test_{j} PASSED [{j:3d}%]\n" for j in range(40))[:1500]
+_STARTED = time.monotonic()
+# FTS5 keeps its index in shadow tables: counted apart from the rows memq writes itself.
+_FTS_SHADOWS = ("_data", "_idx", "_content", "_docsize", "_config")
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """The bench's sizes, from the command line."""
+
+    sessions: int
+    calls: int
+    processes: list[int]
+    concurrency: int
+    batch: int
+    workdir: str | None
+
+
+class Result(msgspec.Struct, kw_only=True):
+    """One process count: throughput, Redis commands and rows written."""
+
+    processes: int
+    events: int = 0
+    seconds: float = 0.0
+    commands: int = 0
+    idle_per_s: float = 0.0
+    by_command: dict[str, int] = {}
+    rows: dict[str, int] = {}
+    publish_commands: int = 0
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries only the tables)."""
+    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def calls(tag: str, sessions: int, per_session: int) -> list[Event]:
+    """`per_session` ~1.5 KB Bash calls for each session, interleaved as agents publish them."""
+    return [
+        ToolCall(
+            event_id=f"{tag}-{s}-{n}",
+            memory_session_id=f"{tag}-s{s}",
+            project="shop",
+            occurred_at=datetime.now(UTC),
+            tool_name="Bash",
+            tool_input={"command": f"pytest -k case_{tag}_{s}_{n}"},
+            tool_output=_OUTPUT,
+            cwd="/home/dev/shop",
+        )
+        for n in range(per_session)
+        for s in range(sessions)
+    ]
+
+
+async def command_calls(client: aioredis.Redis) -> dict[str, int]:
+    """Calls per command since the server started (`INFO commandstats`)."""
+    info = await client.info("commandstats")
+    return {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in info.items()}
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    """Calls per command between two readings (INFO itself left out)."""
+    return {
+        k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0) and k != "info"
+    }
+
+
+async def stored(client: aioredis.Redis) -> int:
+    """Rows the workers report stored or deduplicated so far."""
+    values = await cast(
+        Awaitable[list[bytes | None]], client.hmget(KEYS.outcomes, ["stored", "deduplicated"])
+    )
+    return sum(int(v or 0) for v in values)
+
+
+async def wait_stored(
+    client: aioredis.Redis, target: int, workers: WorkerProcesses, timeout_s: float
+) -> float:
+    """Poll every 10 ms until `target` rows are stored; the monotonic time it happened."""
+    deadline = time.monotonic() + timeout_s
+    while (count := await stored(client)) < target:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {count} of {target} rows stored after {timeout_s:.0f} s")
+        workers.check_alive()
+        await asyncio.sleep(0.01)
+    return time.monotonic()
+
+
+def table_rows(db: Path) -> dict[str, int]:
+    """Rows per table of the worker's SQLite file (FTS shadow tables summed as `fts index`)."""
+    counts: dict[str, int] = {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+                " AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+            )
+        ]
+        for name in names:
+            (n,) = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()
+            key = "fts index" if name.endswith(_FTS_SHADOWS) else name
+            counts[key] = counts.get(key, 0) + int(n)
+    return counts
+
+
+async def publish_cost(client: aioredis.Redis, producer: Producer, count: int) -> float:
+    """Redis commands per published event (the publish script and what it runs)."""
+    events = calls("pub", max(1, count // 10), 10)
+    before = await command_calls(client)
+    await producer.publish_many(events)
+    spent = delta(await command_calls(client), before)
+    await client.flushall()
+    return sum(spent.values()) / len(events)
+
+
+async def run_config(processes: int, url: str, observer_url: str, tmp: Path, cfg: Config) -> Result:
+    """Start the workers, warm up, measure idle polling, then time the backlog."""
+    data = tmp / f"p{processes}"
+    result = Result(processes=processes)
+    client = aioredis.Redis.from_url(url)
+    await client.flushall()
+    producer = Producer(client, Settings(prefix=PREFIX, max_pending_per_session=1_000_000))
+    env = worker_env(url, observer_url, data, prefix=PREFIX, concurrency=cfg.concurrency,
+                     batch_max_events=cfg.batch, batch_wait_ms=0, chroma="off")  # fmt: skip
+    workers = WorkerProcesses(processes, env, tmp / "logs" / f"p{processes}")
+    try:
+        warm = calls("warm", cfg.concurrency * processes, 2)
+        await producer.publish_many(warm)
+        await wait_stored(client, len(warm), workers, timeout_s=180)
+        progress(f"{processes} process(es): up and warm")
+        before = await command_calls(client)
+        await asyncio.sleep(1.0)
+        result.idle_per_s = sum(delta(await command_calls(client), before).values()) / 1.0
+        rows_before = table_rows(data / "memq.db")
+        backlog = calls("run", cfg.sessions, cfg.calls)
+        base = await stored(client)
+        before = await command_calls(client)
+        started = time.monotonic()
+        await producer.publish_many(backlog)
+        done = await wait_stored(client, base + len(backlog), workers, timeout_s=900)
+        spent = delta(await command_calls(client), before)
+        result.events, result.seconds = len(backlog), done - started
+        result.by_command = spent
+        result.commands = sum(spent.values())
+        progress(f"{processes} process(es): {len(backlog)} events in {result.seconds:.2f} s")
+    finally:
+        workers.stop()
+        await client.aclose()
+    after = table_rows(data / "memq.db")
+    result.rows = {k: n - rows_before.get(k, 0) for k, n in after.items()}
+    return result
+
+
+def report(results: Sequence[Result], cfg: Config, publish: float, noise: str) -> None:
+    """Print the machine, the throughput table and the cost-per-event tables."""
+    print(f"Machine: {machine()} (this machine has 2 cores: more than 2 processes share them).")
+    print(f"redis-server, the fake observer, the bench and the workers share the CPUs; {noise}.\n")
+    print(
+        f"Backlog: {cfg.sessions} sessions x {cfg.calls} tool calls (~1.5 KB) published up "
+        f"front, timed until every event is stored; MEMQ_CONCURRENCY={cfg.concurrency} per "
+        f"process, MEMQ_BATCH_MAX_EVENTS={cfg.batch}, MEMQ_BATCH_WAIT_MS=0, MEMQ_CHROMA=off.\n"
+    )
+    single = results[0].events / results[0].seconds if results else 1.0
+    rows = []
+    for r in results:
+        rate = r.events / r.seconds
+        rows.append([r.processes, r.events, round(r.seconds, 2), round(rate),
+                     f"{rate / single:.2f}x", "not implemented yet"])  # fmt: skip
+    print(markdown_table(["processes", "events", "seconds", "SQLite events/s",
+                          "vs 1 process", "PostgreSQL events/s"], rows))  # fmt: skip
+    print(
+        f"\nRedis commands per event: every call from the first publish until the last event "
+        f"was stored (publishing included: {publish:.1f} per event, measured alone), and the "
+        "same net of the workers' idle polling (its rate times the run's duration):\n"
+    )
+    rows = []
+    for r in results:
+        idle = r.idle_per_s * r.seconds
+        top = sorted(r.by_command.items(), key=lambda kv: -kv[1])[:5]
+        rows.append([r.processes, round(r.commands / r.events, 1),
+                     round(max(0.0, r.commands - idle) / r.events, 1), round(r.idle_per_s),
+                     ", ".join(f"{k} {n / r.events:.1f}" for k, n in top)])  # fmt: skip
+    print(markdown_table(["processes", "commands/event", "net of polling", "idle commands/s",
+                          "top commands per event"], rows))  # fmt: skip
+    tables = sorted({t for r in results for t, n in r.rows.items() if n})
+    print("\nSQLite rows added per event, by table (updates, e.g. marking rows announced, not "
+          "counted):\n")  # fmt: skip
+    rows = [
+        [r.processes, round(sum(r.rows.values()) / r.events, 2),
+         *(round(r.rows.get(t, 0) / r.events, 2) for t in tables)]
+        for r in results
+    ]  # fmt: skip
+    print(markdown_table(["processes", "all rows", *tables], rows))
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Config:
+    """Command-line sizes; the defaults take under a minute on 2 CPUs."""
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    p.add_argument("--sessions", type=int, default=100, help="sessions in the backlog")
+    p.add_argument("--calls", type=int, default=20, help="tool calls per session")
+    p.add_argument("--processes", default="1,2,4", help="worker process counts, comma-separated")
+    p.add_argument("--concurrency", type=int, default=8, help="MEMQ_CONCURRENCY per process")
+    p.add_argument("--batch", type=int, default=8, help="MEMQ_BATCH_MAX_EVENTS")
+    p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
+    a = p.parse_args(argv)
+    return Config(
+        sessions=a.sessions,
+        calls=a.calls,
+        processes=[int(v) for v in a.processes.split(",")],
+        concurrency=a.concurrency,
+        batch=a.batch,
+        workdir=a.workdir,
+    )
+
+
+async def run_all(cfg: Config, url: str, observer_url: str, tmp: Path) -> tuple[list[Any], float]:
+    """The publish cost, then every process count one after the other."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        producer = Producer(client, Settings(prefix=PREFIX, max_pending_per_session=1_000_000))
+        publish = await publish_cost(client, producer, 1000)
+    finally:
+        await client.aclose()
+    results = [await run_config(n, url, observer_url, tmp, cfg) for n in cfg.processes]
+    return results, publish
+
+
+def main() -> None:
+    cfg = parse_args()
+    meter = CpuMeter()
+    with tempfile.TemporaryDirectory(prefix="memq-scaling-", dir=cfg.workdir) as name:
+        tmp = Path(name)
+        with private_redis(tmp / "redis") as server, fake_observer() as observer:
+            assert server.proc is not None
+            results, publish = asyncio.run(run_all(cfg, server.url, observer.url, tmp))
+            noise = meter.report([server.proc.pid, observer.proc.pid])
+    report(results, cfg, publish, noise)
+
+
+if __name__ == "__main__":
+    main()

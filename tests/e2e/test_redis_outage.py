@@ -1,0 +1,80 @@
+"""A `memq worker` process and Redis going away: ride out a restart, exit (not hang) for good."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from arq.connections import ArqRedis
+
+from tests.support.fake_observer import FakeObserver
+from tests.support.redis_server import RedisServer
+from tests.support.worker_checks import observations, wait_until
+from tests.support.worker_harness import make_settings, publish, tool_call
+from tests.support.worker_process import WorkerProcess, worker_env
+from worker.settings import Settings
+
+
+@pytest.fixture(name="aof_server")
+def _fix_aof_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis", appendonly=True).start()
+    yield server
+    server.stop()
+
+
+async def _stored(settings: Settings, n: int) -> bool:
+    return len(await observations(settings)) >= n
+
+
+async def _publish(server: RedisServer, settings: Settings, session: str, count: int) -> None:
+    client = ArqRedis.from_url(server.url)
+    try:
+        await publish(client, settings, *[tool_call(session, n) for n in range(count)])
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.slow
+async def test_a_worker_rides_out_a_redis_restart_and_keeps_working(
+    tmp_path: Path, aof_server: RedisServer, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, aof_server.url, fake_observer.url, chroma="off")
+    worker = WorkerProcess(
+        worker_env(tmp_path, aof_server.url, fake_observer, chroma="off"), tmp_path / "w.log"
+    )
+    try:
+        await _publish(aof_server, settings, "before", 3)
+        await wait_until(lambda: _stored(settings, 3), timeout_s=60, what="first events stored")
+        await asyncio.to_thread(aof_server.stop)
+        await asyncio.sleep(1.5)
+        await asyncio.to_thread(aof_server.start)
+        await _publish(aof_server, settings, "after", 3)
+        await wait_until(lambda: _stored(settings, 6), timeout_s=30, what="later events stored")
+        assert worker.proc.poll() is None, worker.log()
+    finally:
+        worker.stop()
+
+
+@pytest.mark.slow
+async def test_a_worker_that_loses_redis_for_good_exits_instead_of_hanging(
+    tmp_path: Path, aof_server: RedisServer, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, aof_server.url, fake_observer.url, chroma="off")
+    worker = WorkerProcess(
+        worker_env(tmp_path, aof_server.url, fake_observer, chroma="off"), tmp_path / "w.log"
+    )
+    try:
+        await _publish(aof_server, settings, "s1", 2)
+        await wait_until(lambda: _stored(settings, 2), timeout_s=60, what="events stored")
+        await asyncio.to_thread(aof_server.stop)
+        lost = time.monotonic()
+        # Commands retry for ~7.5 s, then the worker gives up; a supervisor starts it again.
+        code = await asyncio.to_thread(worker.wait, 60)
+        took = time.monotonic() - lost
+    finally:
+        worker.stop()
+    assert code != 0
+    assert took < 45, worker.log()
