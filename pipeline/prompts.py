@@ -157,6 +157,8 @@ def build_summary_prompt(
 def format_timestamp(moment: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and `Z`; a naive datetime is taken as UTC."""
     utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if utc.year >= 1000:  # isoformat is much cheaper than strftime, and pads years below 1000
+        return f"{utc.isoformat(timespec='milliseconds')[:-6]}Z"
     return f"{utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z"
 
 

@@ -24,6 +24,7 @@ from pipeline import (
     load_mode,
     observation_skeleton,
 )
+from pipeline.prompts import format_timestamp
 
 WHEN = datetime(2025, 3, 4, 5, 6, 7, 891_234, tzinfo=UTC)
 WHEN_TEXT = "2025-03-04T05:06:07.891Z"
@@ -509,3 +510,20 @@ def test_code_mode_tells_the_observer_about_skip_summary_and_escapes() -> None:
     mode = load_mode("code")
     assert "<skip_summary" in build_summary_prompt(mode, last_assistant_message="x")
     assert "&lt;" in build_observation_prompt(_call(), mode=mode)
+
+
+@pytest.mark.parametrize(
+    ("moment", "written"),
+    [
+        (datetime(2025, 3, 14, 9, 26, 53, 999999, tzinfo=UTC), "2025-03-14T09:26:53.999Z"),
+        (datetime(2025, 3, 14, 9, 26, 53), "2025-03-14T09:26:53.000Z"),  # naive is UTC
+        (
+            datetime(2025, 1, 1, 1, 0, 0, 1000, tzinfo=timezone(timedelta(hours=5, minutes=30))),
+            "2024-12-31T19:30:00.001Z",
+        ),
+        (datetime(1000, 1, 2, tzinfo=UTC), "1000-01-02T00:00:00.000Z"),
+        (datetime(999, 1, 2, tzinfo=UTC), f"{datetime(999, 1, 2):%Y}-01-02T00:00:00.000Z"),
+    ],
+)
+def test_timestamps_are_utc_with_milliseconds(moment: datetime, written: str) -> None:
+    assert format_timestamp(moment) == written
