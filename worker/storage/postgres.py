@@ -16,7 +16,7 @@ from worker.storage import postgres_rows as pg
 from worker.storage import rows as db
 from worker.storage.postgres_index import PostgresIndexQueries
 from worker.storage.postgres_schema import migrate_schema
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StaleFenceError, StoreError, check_one_session
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -27,7 +27,6 @@ from worker.storage.records import (
 )
 
 # The same refusal of foreign records as SQLite's, so both backends answer alike.
-from worker.storage.sqlite import _check_one_session as check_one_session
 
 _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 4

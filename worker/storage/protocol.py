@@ -37,6 +37,30 @@ class StaleFenceError(StoreError):
         self.stored_fence = stored_fence
 
 
+class _SessionRecord(Protocol):
+    @property
+    def memory_session_id(self) -> str: ...
+
+
+def check_one_session(batch: BatchWrite) -> None:
+    """Refuse a batch holding a record of another session (every backend enforces it)."""
+    sid = batch.memory_session_id
+    lists: tuple[Sequence[_SessionRecord], ...] = (
+        batch.prompts,
+        batch.observations,
+        batch.summaries,
+        batch.dropped,
+        batch.usage,
+    )
+    for records in lists:
+        for record in records:
+            if record.memory_session_id != sid:
+                raise StoreError(
+                    f"a batch for session {sid} holds a record of session"
+                    f" {record.memory_session_id}"
+                )
+
+
 class Store(Protocol):
     """Durable storage of sessions, observations, summaries and their bookkeeping."""
 

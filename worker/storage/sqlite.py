@@ -8,12 +8,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 import aiosqlite
 
 from worker.storage import rows as db
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StaleFenceError, StoreError, check_one_session
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -27,11 +26,6 @@ from worker.storage.sqlite_schema import configure, migrate_schema, rollback
 
 # RETURNING and UPSERT need SQLite 3.35.
 _MIN_SQLITE = (3, 35, 0)
-
-
-class _SessionRecord(Protocol):
-    @property
-    def memory_session_id(self) -> str: ...
 
 
 def _utc_now() -> datetime:
@@ -68,7 +62,7 @@ class SqliteStore(SqliteIndexQueries):
 
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
-        _check_one_session(batch)
+        check_one_session(batch)
         now = db.iso_utc(batch.occurred_at or self._clock())
         stored: list[StoredRow] = []
         duplicates = 0
@@ -278,24 +272,6 @@ class SqliteStore(SqliteIndexQueries):
             await conn.close()
             raise
         return conn
-
-
-def _check_one_session(batch: BatchWrite) -> None:
-    sid = batch.memory_session_id
-    lists: tuple[Sequence[_SessionRecord], ...] = (
-        batch.prompts,
-        batch.observations,
-        batch.summaries,
-        batch.dropped,
-        batch.usage,
-    )
-    for records in lists:
-        for record in records:
-            if record.memory_session_id != sid:
-                raise StoreError(
-                    f"a batch for session {sid} holds a record of session"
-                    f" {record.memory_session_id}"
-                )
 
 
 def _one_line(e: BaseException) -> str:
