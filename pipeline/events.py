@@ -56,7 +56,6 @@ class End(_Event, frozen=True, kw_only=True, tag="end"):
 
 
 Event = Prompt | ToolCall | Summarize | End
-EVENT_KINDS = ("prompt", "tool_call", "summarize", "end")
 
 _DECODER = msgspec.json.Decoder(Event)
 _ENCODER = msgspec.json.Encoder()

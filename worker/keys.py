@@ -17,10 +17,6 @@ class Keys:
         """The per-session stream of published events."""
         return f"{self.prefix}:events:{session}"
 
-    def session_from_events(self, key: str) -> str:
-        """The session id of an events stream key."""
-        return key.removeprefix(f"{self.prefix}:events:")
-
     @property
     def sessions(self) -> str:
         """Set of session ids that have an events stream."""
