@@ -13,9 +13,9 @@ from arq import Worker, cron
 from arq.connections import ArqRedis
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
-from redis.exceptions import RedisError
 
 from pipeline.modes import load_mode
+from worker.arq_worker import SHUT_DOWN, MemqWorker
 from worker.logs import session_context
 from worker.observers.factory import build_observer
 from worker.runtime import Runtime, runtime_from
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 10
-_SHUT_DOWN = "shut_down"  # set in ctx once the shutdown hook ran
 
 
 async def observe_session(ctx: dict[str, Any], session_id: str) -> str:
@@ -126,7 +125,7 @@ def build_worker(
         ctx["vector_sync"] = start_vector_sync(settings, ctx["runtime"].store)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
-        ctx[_SHUT_DOWN] = True
+        ctx[SHUT_DOWN] = True
         if isinstance(sync := ctx.get("vector_sync"), BackgroundSync):
             await sync.stop()
         rt = ctx.get("runtime")
@@ -170,25 +169,6 @@ def build_worker(
     if runtime is None:
         _stop_turns_on_signals(worker)
     return worker
-
-
-class MemqWorker(Worker):
-    """arq's Worker, whose close() still runs the shutdown hook when Redis is gone.
-
-    arq's close() waits for the job tasks and deletes its health key before on_shutdown: with
-    Redis down either step raised first, the store's connection thread stayed open and the
-    process never exited, so no supervisor ever restarted it.
-    """
-
-    async def close(self) -> None:
-        """Close as arq does; without Redis, still close the runtime, then re-raise."""
-        try:
-            await super().close()
-        except (RedisError, OSError) as e:
-            logger.error("worker closing without Redis: %s", e)
-            if self.on_shutdown is not None and not self.ctx.get(_SHUT_DOWN):
-                await self.on_shutdown(self.ctx)
-            raise
 
 
 def _stop_turns_on_signals(worker: Worker) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,6 +55,32 @@ async def test_a_worker_rides_out_a_redis_restart_and_keeps_working(
         await _publish(aof_server, settings, "after", 3)
         await wait_until(lambda: _stored(settings, 6), timeout_s=30, what="later events stored")
         assert worker.proc.poll() is None, worker.log()
+    finally:
+        worker.stop()
+
+
+@pytest.mark.slow
+async def test_a_command_cut_off_by_redis_dying_does_not_end_the_worker(
+    tmp_path: Path, aof_server: RedisServer, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, aof_server.url, fake_observer.url, chroma="off")
+    worker = WorkerProcess(
+        worker_env(tmp_path, aof_server.url, fake_observer, chroma="off"), tmp_path / "w.log"
+    )
+    try:
+        await _publish(aof_server, settings, "before", 2)
+        await wait_until(lambda: _stored(settings, 2), timeout_s=60, what="first events stored")
+        assert aof_server.proc is not None
+        # A frozen server leaves the worker's next poll in flight; killing it then cuts that
+        # command off mid-reply (the case redis-py does not retry, since it may have run).
+        aof_server.proc.send_signal(signal.SIGSTOP)
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(aof_server.stop, kill=True)
+        await asyncio.to_thread(aof_server.start)
+        await _publish(aof_server, settings, "after", 2)
+        await wait_until(lambda: _stored(settings, 4), timeout_s=30, what="later events stored")
+        assert worker.proc.poll() is None, worker.log()
+        assert "lost Redis, polling again" in worker.log()
     finally:
         worker.stop()
 
