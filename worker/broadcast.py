@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.keys import Keys
 from worker.storage.protocol import Store
@@ -33,6 +34,12 @@ class Broadcaster:
         if not rows:
             return
         pipe = self.redis.pipeline(transaction=False)
+        self.queue(pipe, rows)
+        await pipe.execute()
+        await self.store.mark_announced(rows)
+
+    def queue(self, pipe: Pipeline, rows: Sequence[StoredRow]) -> None:
+        """Add the XADD and PUBLISH of each row to a pipeline; `mark_announced` once it ran."""
         for row in rows:
             data = payload(row)
             pipe.xadd(
@@ -42,8 +49,6 @@ class Broadcaster:
                 approximate=True,
             )
             pipe.publish(self.keys.observations, data)
-        await pipe.execute()
-        await self.store.mark_announced(rows)
 
     async def announce_backlog(self, limit: int = 500) -> int:
         """Announce rows a crash left unannounced; returns how many."""

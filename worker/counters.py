@@ -6,6 +6,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.keys import Keys
 from worker.outcomes import COUNTED
@@ -27,20 +28,34 @@ class Counters:
         if n <= 0:
             return
         pipe = self.redis.pipeline(transaction=False)
+        self.queue_count(pipe, outcome, n, category)
+        await pipe.execute()
+
+    def queue_count(
+        self, pipe: Pipeline, outcome: str, n: int = 1, category: str | None = None
+    ) -> None:
+        """`count` as part of a pipeline the caller runs (metrics count at once)."""
+        if n <= 0:
+            return
         pipe.hincrby(self.keys.outcomes, outcome, n)
         if category:
             pipe.hincrby(self.keys.outcomes, f"{outcome}:{category}", n)
-        await pipe.execute()
         if self.metrics is not None:
             self.metrics.count_outcome(outcome, n, category)
 
     async def add_tokens(self, input_tokens: int, cached_input_tokens: int, output: int) -> None:
         """Add one call's token usage."""
         pipe = self.redis.pipeline(transaction=False)
+        self.queue_tokens(pipe, input_tokens, cached_input_tokens, output)
+        await pipe.execute()
+
+    def queue_tokens(
+        self, pipe: Pipeline, input_tokens: int, cached_input_tokens: int, output: int
+    ) -> None:
+        """`add_tokens` as part of a pipeline the caller runs."""
         pipe.hincrby(self.keys.tokens, "input", input_tokens)
         pipe.hincrby(self.keys.tokens, "cached_input", cached_input_tokens)
         pipe.hincrby(self.keys.tokens, "output", output)
-        await pipe.execute()
         if self.metrics is not None:
             self.metrics.add_tokens(input_tokens, cached_input_tokens, output)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.keys import Keys
 from worker.lua import LuaScript
@@ -65,3 +66,8 @@ class StateStore:
         keys = [self.keys.lease(session), self.keys.observer(session)]
         done = await _SAVE(self.redis, keys, [token, msgspec.json.encode(state), STATE_TTL_S])
         return int(done) == 1
+
+    def queue_save(self, pipe: Pipeline, session: str, token: int, state: ObserverState) -> None:
+        """Add the lease-guarded save to a pipeline (its reply is 1, or -1 when refused)."""
+        keys = [self.keys.lease(session), self.keys.observer(session)]
+        _SAVE.queue(pipe, keys, [token, msgspec.json.encode(state), STATE_TTL_S])

@@ -79,6 +79,9 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
     # Fairness: after turns_per_job observer turns the session goes to the back of the queue
     # (the release schedules its next job at now), so N busy sessions share C slots in turn.
     asked = 0
+    # Entries left pending (by an earlier holder, or by this job breaking off mid-batch) are
+    # claimed first; after a fully processed batch there are none, and XAUTOCLAIM is skipped.
+    claim = True
     while time.monotonic() < start_turns_until and asked < s.turns_per_job:
         if rt.stopping.is_set():
             return "stopping", 0.0  # the release hands the rest to another worker
@@ -86,9 +89,10 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
         paused_s = await rt.pauses.remaining_s(rt.observer.provider)
         if paused_s > 0:
             return "paused", paused_s
-        entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms)
+        entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:
             break
+        claim = True
         pairs = await _decode(rt, session, lease, stream, entries)
         if not pairs:
             continue
@@ -126,15 +130,19 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
             asked += result.outcome != Outcome.RECORDED
             if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
                 break  # DEAD: re-read, the turns after it were planned with the old conversation
+        else:
+            claim = False
     if ended and await stream.delete_if_drained(lease.token):
         logger.info("session ended and drained", extra={"session_id": session})
         return "ended", 0.0
     return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
 
 
-async def _read_batch(stream: SessionStream, max_events: int, wait_ms: int) -> list[Entry]:
+async def _read_batch(
+    stream: SessionStream, max_events: int, wait_ms: int, *, claim: bool
+) -> list[Entry]:
     """Pending entries first, then new ones; wait briefly so a burst shares one turn."""
-    entries = await stream.read(max_events)
+    entries = await stream.read(max_events, claim=claim)
     if not entries or len(entries) >= max_events or wait_ms <= 0:
         return entries
     age_ms = time.time() * 1000 - entries[-1].published_ms

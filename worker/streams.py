@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 
 from worker.keys import CONSUMER_GROUP, Keys
@@ -117,7 +118,15 @@ class SessionStream:
         done = await _ACK(
             self.redis, [self.keys.lease(self.session), self.key], [token, CONSUMER_GROUP, *ids]
         )
-        if int(done) < 0:
+        self.check_ack(token, done)
+
+    def queue_ack(self, pipe: Pipeline, token: int, ids: Sequence[str]) -> None:
+        """Add the guarded ack of `ids` to a pipeline; pass its reply to `check_ack`."""
+        _ACK.queue(pipe, [self.keys.lease(self.session), self.key], [token, CONSUMER_GROUP, *ids])
+
+    def check_ack(self, token: int, reply: Any) -> None:
+        """Raise FencedError when a queued ack was refused (the lease is someone else's)."""
+        if int(reply) < 0:
             raise FencedError(f"session {self.session}: ack refused, lease token {token} stale")
 
     async def dead_letter(self, token: int, entries: Sequence[tuple[Entry, str]]) -> None:

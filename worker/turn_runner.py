@@ -179,7 +179,7 @@ class TurnRunner:
             result = TurnResult(outcome=Outcome.SKIPPED)
         else:
             result = TurnResult(outcome=Outcome.STORED)
-        stored = await self._commit(
+        return await self._commit(
             turn,
             entries,
             state,
@@ -190,10 +190,6 @@ class TurnRunner:
             dropped=dropped,
             usage=[usage],
         )
-        await self.rt.counters.add_tokens(
-            reply.usage.input_tokens, reply.usage.cached_input_tokens, reply.usage.output_tokens
-        )
-        return stored
 
     async def _commit(
         self,
@@ -221,21 +217,31 @@ class TurnRunner:
             usage=usage or [],
         )
         written = await self.rt.store.write_batch(batch)
-        await self.stream.ack(self.lease.token, [e.id for e in entries])
         self.state = state
-        await self.rt.states.save(self.session, self.lease.token, state)
-        await self.rt.redis.delete(self.rt.keys.attempts(self.session))
-        await self.rt.broadcaster.announce(written.stored)
+        # Everything after the commit goes to Redis in one round trip, in DESIGN's order: ack,
+        # state, attempts, announce, counters. Fenced Lua steps refuse a stale lease holder.
+        pipe = self.rt.redis.pipeline(transaction=False)
+        self.stream.queue_ack(pipe, self.lease.token, [e.id for e in entries])
+        self.rt.states.queue_save(pipe, self.session, self.lease.token, state)
+        pipe.delete(self.rt.keys.attempts(self.session))
+        self.rt.broadcaster.queue(pipe, written.stored)
+        counters = self.rt.counters
         if result.outcome == Outcome.STORED:
             result = TurnResult(
                 outcome=Outcome.STORED,
                 stored=len(written.stored),
                 deduplicated=written.deduplicated,
             )
-            await self.rt.counters.count("stored", len(written.stored))
-            await self.rt.counters.count("deduplicated", written.deduplicated)
+            counters.queue_count(pipe, "stored", len(written.stored))
+            counters.queue_count(pipe, "deduplicated", written.deduplicated)
         elif result.outcome != Outcome.RECORDED:
-            await self.rt.counters.count(str(result.outcome), 1, result.category)
+            counters.queue_count(pipe, str(result.outcome), 1, result.category)
+        for u in batch.usage:
+            counters.queue_tokens(pipe, u.input_tokens, u.cached_input_tokens, u.output_tokens)
+        replies = await pipe.execute()
+        if written.stored:
+            await self.rt.store.mark_announced(written.stored)
+        self.stream.check_ack(self.lease.token, replies[0])
         return result
 
     async def _ask(self, state: ObserverState, user: str, deadline: float) -> ObserverReply:

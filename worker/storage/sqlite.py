@@ -12,7 +12,8 @@ from pathlib import Path
 import aiosqlite
 
 from worker.storage import rows as db
-from worker.storage.protocol import StaleFenceError, StoreError, check_one_session
+from worker.storage import sqlite_batch as batch_writes
+from worker.storage.protocol import StoreError, check_one_session
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -21,6 +22,7 @@ from worker.storage.records import (
     StoreCounts,
     StoredRow,
 )
+from worker.storage.sqlite_batch import in_connection_thread
 from worker.storage.sqlite_index import SqliteIndexQueries
 from worker.storage.sqlite_schema import configure, migrate_schema, rollback
 
@@ -64,33 +66,10 @@ class SqliteStore(SqliteIndexQueries):
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
         check_one_session(batch)
         now = db.iso_utc(batch.occurred_at or self._clock())
-        stored: list[StoredRow] = []
-        duplicates = 0
-        async with self._transaction() as conn:
-            await self._claim_session(conn, batch, now)
-            await conn.executemany(db.INSERT_PROMPT, map(db.prompt_params, batch.prompts))
-            for obs in batch.observations:
-                new = list(
-                    await conn.execute_fetchall(db.INSERT_OBSERVATION, db.observation_params(obs))
-                )
-                if new:
-                    stored.append(db.stored_observation(new[0][0], obs))
-                else:
-                    duplicates += 1
-            for summary in batch.summaries:
-                new = list(
-                    await conn.execute_fetchall(db.INSERT_SUMMARY, db.summary_params(summary))
-                )
-                stored.append(db.stored_summary(new[0][0], summary))
-            # The vector outbox row commits with its row: Chroma is fed from it, never directly.
-            await conn.executemany(db.INSERT_OUTBOX, [(r.kind, r.id) for r in stored])
-            await conn.executemany(db.INSERT_DROPPED, map(db.dropped_params, batch.dropped))
-            await conn.executemany(db.INSERT_USAGE, map(db.usage_params, batch.usage))
-            await conn.executemany(
-                db.INSERT_PROCESSED,
-                [(batch.memory_session_id, event_id, now) for event_id in batch.event_ids],
+        async with self._use() as conn:
+            return await in_connection_thread(
+                conn, lambda raw, cancelled: batch_writes.write_batch(raw, cancelled, batch, now)
             )
-        return BatchResult(stored=stored, deduplicated=duplicates)
 
     async def processed_event_ids(
         self, memory_session_id: str, event_ids: Sequence[str]
@@ -118,15 +97,12 @@ class SqliteStore(SqliteIndexQueries):
         if not rows:
             return
         now = db.iso_utc(self._clock())
-        async with self._transaction() as conn:
-            for table, kind in (("observations", "observation"), ("summaries", "summary")):
-                ids = [r.id for r in rows if r.kind == kind]
-                if ids:
-                    await conn.execute(
-                        f"UPDATE {table} SET announced_at = ? WHERE announced_at IS NULL"
-                        " AND id IN (SELECT value FROM json_each(?))",
-                        (now, f"[{','.join(map(str, ids))}]"),
-                    )
+        marked = list(rows)
+        async with self._use() as conn:
+            await in_connection_thread(
+                conn,
+                lambda raw, cancelled: batch_writes.mark_announced(raw, cancelled, marked, now),
+            )
 
     async def observations(
         self,
@@ -194,31 +170,6 @@ class SqliteStore(SqliteIndexQueries):
             conn, self._conn = self._conn, None
             if conn is not None:
                 await conn.close()
-
-    async def _claim_session(self, conn: aiosqlite.Connection, batch: BatchWrite, now: str) -> None:
-        sid = batch.memory_session_id
-        found = list(
-            await conn.execute_fetchall(
-                "SELECT fence FROM sessions WHERE memory_session_id = ?", (sid,)
-            )
-        )
-        if found and found[0][0] > batch.fence:
-            raise StaleFenceError(
-                f"session {sid}: write refused, fence {batch.fence} is older than"
-                f" the stored fence {found[0][0]} (another worker holds the lease)",
-                stored_fence=int(found[0][0]),
-            )
-        await conn.execute(
-            db.UPSERT_SESSION,
-            {
-                "sid": sid,
-                "project": batch.project,
-                "fence": batch.fence,
-                "now": now,
-                "ended_at": now if batch.ended else None,
-                "prompt_counter": max((p.prompt_number for p in batch.prompts), default=0),
-            },
-        )
 
     @asynccontextmanager
     async def _use(self) -> AsyncIterator[aiosqlite.Connection]:
