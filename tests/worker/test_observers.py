@@ -406,6 +406,19 @@ async def test_html_error_page_is_reduced_to_its_text(
 
 
 @MODULE_LOOP
+@pytest.mark.parametrize("body", ['{"id": "x", "note": "not a message"}', "<html>ok</html>"])
+async def test_a_200_that_is_not_an_api_reply_is_a_permanent_error(
+    fake_observer: FakeObserver, observer: Observer, body: str
+) -> None:
+    fake_observer.script(Reply(status=200, body=body))
+    with pytest.raises(ObserverPermanentError, match=r"HTTP 200 reply from .* is not a"):
+        await observer.complete(REQUEST)
+    # The next call is unaffected.
+    fake_observer.script(Reply(text="<observation>ok</observation>"))
+    assert (await observer.complete(REQUEST)).text == "<observation>ok</observation>"
+
+
+@MODULE_LOOP
 async def test_no_reply_within_the_timeout_is_transient(
     fake_observer: FakeObserver, make: MakeObserver
 ) -> None:

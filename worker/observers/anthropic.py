@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 import anthropic
-from anthropic.types import MessageParam, TextBlock, TextBlockParam
+import msgspec
+from anthropic.types import MessageParam, TextBlockParam
 
 from worker.observers.errors import (
     ObserverError,
@@ -18,6 +19,29 @@ from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
 
 PROVIDER = "anthropic"
 _KEY_VARIABLE = "ANTHROPIC_API_KEY"
+
+
+class _Block(msgspec.Struct):
+    type: str
+    text: str = ""
+
+
+class _Usage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+
+
+class _Message(msgspec.Struct):
+    """The fields of a Messages API reply that memq reads."""
+
+    content: list[_Block]
+    usage: _Usage = msgspec.field(default_factory=_Usage)
+    model: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Message)
 
 
 class AnthropicObserver:
@@ -57,16 +81,26 @@ class AnthropicObserver:
         """Send the system prompt (cached), the history and this turn; return the reply text."""
         started = time.perf_counter()
         try:
-            message = await self._client.messages.create(
+            # The raw response, decoded by msgspec: the SDK's own model building cost ~0.2 ms
+            # of CPU per call, a fifth of the SDK's share of a turn.
+            raw = await self._client.messages.with_raw_response.create(
                 model=self._model,
                 max_tokens=self._max_tokens,
                 system=[_text_block(request.system, cache=True)],
                 messages=_messages(request),
             )
+            body = await raw.read()
         except anthropic.APIError as e:
             raise _map_error(e, self._client.base_url, self._timeout_s) from e
         latency_ms = (time.perf_counter() - started) * 1000
-        text = "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
+        try:
+            message = _DECODER.decode(body)
+        except msgspec.DecodeError as e:
+            raise ObserverPermanentError(
+                f"{PROVIDER} observer: HTTP {raw.status_code} reply from {self._client.base_url}"
+                f" is not a Messages response ({e})"
+            ) from e
+        text = "\n".join(b.text for b in message.content if b.type == "text")
         u = message.usage
         cache_read = u.cache_read_input_tokens or 0
         cache_write = u.cache_creation_input_tokens or 0

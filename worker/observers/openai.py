@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import msgspec
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
@@ -20,6 +21,35 @@ PROVIDER = "openai"
 _KEY_VARIABLE = "OPENAI_API_KEY"
 # Local servers ignore the key, but the SDK refuses to start without one.
 _PLACEHOLDER_KEY = "not-needed"
+
+
+class _Message(msgspec.Struct):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    message: _Message = msgspec.field(default_factory=_Message)
+
+
+class _PromptDetails(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_details: _PromptDetails | None = None
+
+
+class _Completion(msgspec.Struct):
+    """The fields of a Chat Completions reply that memq reads."""
+
+    choices: list[_Choice]
+    usage: _Usage | None = None
+    model: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Completion)
 
 
 class OpenAIObserver:
@@ -61,15 +91,25 @@ class OpenAIObserver:
         started = time.perf_counter()
         try:
             # max_tokens rather than max_completion_tokens: every compatible server knows it.
-            completion = await self._client.chat.completions.create(
+            # The raw response, decoded by msgspec: cheaper than the SDK's models, and a 200
+            # whose body is not a completion (a misrouted proxy) becomes a clear error.
+            raw = await self._client.chat.completions.with_raw_response.create(
                 model=self._model,
                 max_tokens=self._max_tokens,
                 temperature=self._temperature,
                 messages=_messages(request),
             )
+            body = raw.content  # the legacy raw response has read the body already
         except openai.APIError as e:
             raise _map_error(e, self._client.base_url, self._timeout_s) from e
         latency_ms = (time.perf_counter() - started) * 1000
+        try:
+            completion = _DECODER.decode(body)
+        except msgspec.DecodeError as e:
+            raise ObserverPermanentError(
+                f"{PROVIDER} observer: HTTP {raw.status_code} reply from {self._client.base_url}"
+                f" is not a Chat Completions response ({e})"
+            ) from e
         text = ""
         if completion.choices:
             text = completion.choices[0].message.content or ""
