@@ -8,6 +8,7 @@ import random
 import time
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.budget import Budget, BudgetExceededError
 from worker.counters import Counters
@@ -74,11 +75,17 @@ class CallGate:
             await asyncio.sleep(wait_s)
             waited += wait_s
 
-    async def account(self, project: str, usage: Usage) -> None:
-        """Charge one answered call's tokens (input + output, as reported) to budgets and limits."""
-        tokens = usage.input_tokens + usage.output_tokens
-        await self.budget.add(project, tokens)
-        await self.limiter.charge(tokens)
+    async def account_budget(self, project: str, usage: Usage) -> None:
+        """Add one answered call's tokens (input + output, as reported) to the day's budgets."""
+        await self.budget.add(project, usage.input_tokens + usage.output_tokens)
+
+    async def charge_limits(self, usage: Usage) -> None:
+        """Charge one answered call's tokens to the rate limits only (budgets come later)."""
+        await self.limiter.charge(usage.input_tokens + usage.output_tokens)
+
+    def queue_budget(self, pipe: Pipeline, project: str, usage: Usage) -> None:
+        """Add one answered call's tokens to the day's budgets, as part of a pipeline."""
+        self.budget.queue_add(pipe, project, usage.input_tokens + usage.output_tokens)
 
     async def back_off(self, seconds: float, reason: str) -> None:
         """Honour a provider's retry-after for the whole fleet (capped: see MAX_BACKOFF_S)."""

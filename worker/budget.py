@@ -8,6 +8,7 @@ from typing import cast
 
 import msgspec
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.errors import WorkerError
 from worker.keys import Keys
@@ -90,12 +91,20 @@ class Budget:
         """Count one call's tokens (input + output) for the day and the project."""
         if tokens <= 0:
             return
-        key = self.keys.budget(utc_day(now or datetime.now(UTC)))
         pipe = self.redis.pipeline(transaction=False)
+        self.queue_add(pipe, project, tokens, now)
+        await pipe.execute()
+
+    def queue_add(
+        self, pipe: Pipeline, project: str, tokens: int, now: datetime | None = None
+    ) -> None:
+        """`add` as part of a pipeline the caller runs."""
+        if tokens <= 0:
+            return
+        key = self.keys.budget(utc_day(now or datetime.now(UTC)))
         pipe.hincrby(key, _TOTAL, tokens)
         pipe.hincrby(key, _PROJECT + project, tokens)
         pipe.expire(key, _DAY_TTL_S)
-        await pipe.execute()
 
     async def state(self, now: datetime | None = None) -> BudgetState:
         """Today's use, overall and per project, with the limits."""

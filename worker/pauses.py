@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from worker.errors import WorkerError
 from worker.keys import Keys
 
 MAX_PAUSE_S = 6 * 3600
+
+
+class ProviderPausedError(WorkerError):
+    """A quota pause of the provider is in force: no call for `remaining_s`."""
+
+    def __init__(self, message: str, remaining_s: float) -> None:
+        super().__init__(message)
+        self.remaining_s = remaining_s
 
 
 class Pauses:

@@ -14,6 +14,7 @@ from redis.asyncio import Redis
 from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.lua import LuaScript
+from worker.pauses import ProviderPausedError
 
 MAX_BACKOFF_S = 60.0
 """The longest fleet-wide backoff a retry-after sets (the turn itself honours longer ones)."""
@@ -36,10 +37,13 @@ local function save()
 end
 """
 
-# KEYS: bucket, backoff   ARGV: rpm, tpm, idle ttl ms
-# -> 0 when the call may go (one request taken), else the ms to wait (nothing taken)
+# KEYS: bucket, backoff, pause   ARGV: rpm, tpm, idle ttl ms
+# -> 0 when the call may go (one request taken), else the ms to wait (nothing taken), or
+# minus the ms left on a quota pause of the provider (checked here: one round trip a call)
 _ACQUIRE = LuaScript(
     """
+local paused = redis.call('PTTL', KEYS[3])
+if paused > 0 then return -paused end
 local backoff = redis.call('PTTL', KEYS[2])
 if backoff > 0 then return backoff end
 if tonumber(ARGV[1]) <= 0 and tonumber(ARGV[2]) <= 0 then return 0 end
@@ -94,13 +98,25 @@ class RateLimiter:
         self.tpm = tpm
         self._bucket = keys.rate_limit(provider, model)
         self._backoff = keys.backoff(provider)
+        self._pause = keys.pause(provider)
 
     async def acquire(self) -> float:
-        """Take one request: 0.0 when the call may go now, else the seconds to wait first."""
-        wait_ms = await _ACQUIRE(
-            self.redis, [self._bucket, self._backoff], [self.rpm, self.tpm, _IDLE_TTL_MS]
+        """Take one request: 0.0 when the call may go now, else the seconds to wait first.
+
+        Raises ProviderPausedError while a quota pause of the provider lasts.
+        """
+        wait_ms = int(
+            await _ACQUIRE(
+                self.redis,
+                [self._bucket, self._backoff, self._pause],
+                [self.rpm, self.tpm, _IDLE_TTL_MS],
+            )
         )
-        return max(0, int(wait_ms)) / 1000
+        if wait_ms < 0:
+            raise ProviderPausedError(
+                f"{self.provider} observer paused for {-wait_ms / 1000:.1f} s more", -wait_ms / 1000
+            )
+        return wait_ms / 1000
 
     async def charge(self, tokens: int) -> None:
         """Charge one call's reported tokens (input + output) to the tokens-per-minute bucket."""

@@ -86,8 +86,8 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
         if rt.stopping.is_set():
             return "stopping", 0.0  # the release hands the rest to another worker
         lease.check()
-        paused_s = await rt.pauses.remaining_s(rt.observer.provider)
-        if paused_s > 0:
+        # Later turns learn of a pause from the rate limiter's check before each call.
+        if asked == 0 and (paused_s := await rt.pauses.remaining_s(rt.observer.provider)) > 0:
             return "paused", paused_s
         entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:

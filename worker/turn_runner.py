@@ -24,9 +24,10 @@ from worker.observers.errors import (
     ObserverQuotaError,
     ObserverTransientError,
 )
-from worker.observers.protocol import ObserverReply, ObserverRequest
+from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
 from worker.observers.protocol import Turn as Exchange
 from worker.outcomes import Outcome, TurnResult, backoff_s, dropped_category
+from worker.pauses import ProviderPausedError
 from worker.ratelimit import ThrottledError
 from worker.runtime import Runtime
 from worker.storage.records import (
@@ -61,9 +62,21 @@ class TurnRunner:
         self.lease = lease
         self.stream = stream
         self.state = state
+        # Usage of answered calls not yet added to the day's budgets: a commit adds it in
+        # its pipeline, any other end of the turn right away.
+        self._unbudgeted: list[tuple[str, Usage]] = []
 
     async def run(self, turn: Turn, entries: list[Entry], deadline: float) -> TurnResult:
         """Run one turn; paused and retried turns leave their entries unacked."""
+        try:
+            return await self._run(turn, entries, deadline)
+        finally:
+            if self._unbudgeted:
+                spent, self._unbudgeted = self._unbudgeted, []
+                for project, usage in spent:
+                    await self.rt.gate.account_budget(project, usage)
+
+    async def _run(self, turn: Turn, entries: list[Entry], deadline: float) -> TurnResult:
         state = conversation_state(self.rt.mode, self.session, self.state, turn)
         prompts = [self._prompt_record(p) for p in turn.prompts]
         if turn.kind == "record":
@@ -84,6 +97,9 @@ class TurnRunner:
                 parsed = parse_agent_xml(reply.text, valid_types=self.rt.mode.type_ids)
         except (BudgetExceededError, ThrottledError) as e:
             return await self.rt.gate.refused(self.session, e)
+        except ProviderPausedError as e:
+            # Another worker paused the provider (and counted it): wait it out, keep the batch.
+            return TurnResult(outcome=Outcome.PAUSED, reason=str(e), defer_s=e.remaining_s)
         except (ObserverQuotaError, ObserverAuthError) as e:
             reset = getattr(e, "reset_after_s", None)
             return await self._pause(str(e), reset)
@@ -238,6 +254,9 @@ class TurnRunner:
             counters.queue_count(pipe, str(result.outcome), 1, result.category)
         for u in batch.usage:
             counters.queue_tokens(pipe, u.input_tokens, u.cached_input_tokens, u.output_tokens)
+        for project, spent in self._unbudgeted:
+            self.rt.gate.queue_budget(pipe, project, spent)
+        self._unbudgeted = []
         replies = await pipe.execute()
         if written.stored:
             await self.rt.store.mark_announced(written.stored)
@@ -250,7 +269,8 @@ class TurnRunner:
         # The job must finish before arq's timeout cancels it mid-write.
         async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
             reply = await self.rt.observer.complete(request)
-        await self.rt.gate.account(state.project, reply.usage)
+        await self.rt.gate.charge_limits(reply.usage)
+        self._unbudgeted.append((state.project, reply.usage))
         return reply
 
     async def _pause(self, reason: str, reset_s: float | None) -> TurnResult:

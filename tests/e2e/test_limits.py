@@ -29,6 +29,7 @@ from worker.runtime import Runtime
 from worker.session_run import observe
 
 ONE_CALL_A_TURN = {"batch_max_events": "1"}
+QUOTA_PROSE = (Path(__file__).parent.parent / "data" / "replies" / "quota_prose.txt").read_text()
 
 
 async def _deferred_s(rt: Runtime, session: str, job: int) -> float:
@@ -226,3 +227,22 @@ async def test_a_retry_after_holds_every_session_not_only_the_one_that_got_it(
             assert 4 <= await _deferred_s(rt, "y1", 2) <= 5 * 1.25
             assert counts["throttled"] == 1
         assert counts["retry"] == 1  # only the 429 itself was a failed attempt
+
+
+async def test_tokens_of_a_reply_that_stores_nothing_still_count_against_the_budget(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    # Quota prose pauses the provider and commits nothing: its tokens were still spent.
+    settings = make_settings(
+        tmp_path, redis_url, fake_observer.url, **ONE_CALL_A_TURN, budget_tokens_per_day="1000000"
+    )
+    await publish(arq_redis, settings, tool_call("q1", 0))
+    fake_observer.script(Reply(text=QUOTA_PROSE, input_tokens=700, output_tokens=40))
+    async with running_runtime(settings, arq_redis) as rt:
+        assert await observe(rt, "q1", rt.keys.job_id("q1", 1)) == "paused"
+        state = await Budget(rt.redis, rt.keys, per_day=1, per_project=0, recheck_s=1).state()
+        await rt.redis.delete(rt.keys.pause("anthropic"))
+        await rt.redis.zrem(rt.keys.queue, rt.keys.job_id("q1", 1))
+    assert state.used == 740
+    assert state.projects == {"demo": 740}
+    assert await unacked(arq_redis, settings, "q1") == (1, 1)

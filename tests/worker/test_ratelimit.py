@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from worker.keys import Keys
+from worker.pauses import Pauses, ProviderPausedError
 from worker.ratelimit import MAX_BACKOFF_S, RateLimiter
 
 KEYS = Keys("rl")
@@ -111,3 +112,20 @@ async def test_a_retry_after_holds_every_caller_and_the_longer_one_wins(
     # Only the provider is held: a backoff takes nothing from the buckets.
     await redis.delete(KEYS.backoff("anthropic"))
     assert await worker_b.acquire() == 0
+
+
+@pytest.mark.parametrize("rpm", [0, 60])
+async def test_a_quota_pause_set_by_another_worker_refuses_the_call_and_takes_nothing(
+    redis: aioredis.Redis, second_client: aioredis.Redis, rpm: int
+) -> None:
+    limiter = _limiter(redis, rpm=rpm)
+    await Pauses(second_client, KEYS).pause("anthropic", 30, "quota prose")
+    with pytest.raises(ProviderPausedError, match=r"anthropic observer paused for 3\d\.\d s more"):
+        await limiter.acquire()
+    await redis.delete(KEYS.pause("anthropic"))
+    assert await limiter.acquire() == 0.0
+    # Only the call after the pause drew from the bucket.
+    if rpm:
+        tokens = await redis.hget(KEYS.rate_limit("anthropic", "m"), "req")
+        assert tokens is not None
+        assert 58.9 < float(tokens) < 59.1
