@@ -31,8 +31,8 @@ def _utc(at: datetime) -> datetime:
 
 def iso_utc(at: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and `Z`, e.g. 2024-05-01T12:00:00.123Z."""
-    u = _utc(at)
-    return f"{u:%Y-%m-%dT%H:%M:%S}.{u.microsecond // 1000:03d}Z"
+    # isoformat is C code; strftime cost ~4 % of a worker's CPU (three calls a row).
+    return _utc(at).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def epoch_ms(at: datetime) -> int:
