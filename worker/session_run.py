@@ -73,7 +73,6 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
     start_turns_until = started + s.job_timeout_s / 3
     deadline = started + s.job_timeout_s - 5
     stream = SessionStream(rt.redis, rt.keys, session, rt.consumer)
-    await stream.ensure_group()
     runner = TurnRunner(rt, session, lease, stream, await rt.states.load(session))
     ended = False
     # Fairness: after turns_per_job observer turns the session goes to the back of the queue
@@ -86,9 +85,6 @@ async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
         if rt.stopping.is_set():
             return "stopping", 0.0  # the release hands the rest to another worker
         lease.check()
-        # Later turns learn of a pause from the rate limiter's check before each call.
-        if asked == 0 and (paused_s := await rt.pauses.remaining_s(rt.observer.provider)) > 0:
-            return "paused", paused_s
         entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:
             break

@@ -49,6 +49,21 @@ redis.call('SREM', KEYS[3], ARGV[2])
 return 1
 """)
 
+# Pending entries first (taken over by this consumer), then new ones up to the count: one
+# round trip, and never more entries delivered than asked for.
+# KEYS: stream   ARGV: group, consumer, count   -> {claimed, new}, each {id, {field, value...}}*
+_CLAIM_AND_READ = LuaScript("""
+local n = tonumber(ARGV[3])
+local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, '0-0', 'COUNT', n)[2]
+local fresh = {}
+if #claimed < n then
+  local r = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', n - #claimed,
+                       'STREAMS', KEYS[1], '>')
+  if r then fresh = r[1][2] end
+end
+return {claimed, fresh}
+""")
+
 DEAD_LETTER_MAXLEN = 100_000
 
 
@@ -87,29 +102,30 @@ class SessionStream:
                 raise
 
     async def read(self, count: int, *, claim: bool = True) -> list[Entry]:
-        """Up to `count` entries in id order: first every pending one, then new ones.
+        """Up to `count` entries in id order: first every pending one (if `claim`), then new ones.
 
         Pending entries belong to an earlier holder of this session's lease (a dead or
-        stale worker, or our own stopped turn): holding the lease, we take them over.
+        stale worker, or our own stopped turn): holding the lease, we take them over. A
+        missing consumer group is created on first need.
         """
-        entries: list[Entry] = []
+        try:
+            return await self._read(count, claim)
+        except ResponseError as e:
+            if "NOGROUP" not in str(e):
+                raise
+        await self.ensure_group()
+        return await self._read(count, claim)
+
+    async def _read(self, count: int, claim: bool) -> list[Entry]:
         if claim:
-            reply: Any = await self.redis.xautoclaim(
-                self.key,
-                CONSUMER_GROUP,
-                self.consumer,
-                min_idle_time=0,
-                start_id="0-0",
-                count=count,
+            claimed, fresh = await _CLAIM_AND_READ(
+                self.redis, [self.key], [CONSUMER_GROUP, self.consumer, count]
             )
-            entries = [_entry(i, f) for i, f in reply[1] if f is not None]
-        if len(entries) < count:
-            fresh: Any = await self.redis.xreadgroup(
-                CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count - len(entries)
-            )
-            for _stream, items in fresh or []:
-                entries.extend(_entry(i, f) for i, f in items)
-        return entries
+            return [_flat_entry(i, f) for i, f in [*claimed, *fresh] if f]
+        reply: Any = await self.redis.xreadgroup(
+            CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count
+        )
+        return [_entry(i, f) for _stream, items in reply or [] for i, f in items]
 
     async def ack(self, token: int, ids: Sequence[str]) -> None:
         """Ack and delete entries; raises FencedError when the lease is no longer ours."""
@@ -150,6 +166,12 @@ class SessionStream:
         """Delete the stream of an ended session once it holds no entry."""
         keys = [self.keys.lease(self.session), self.key, self.keys.sessions]
         return int(await _DELETE_IF_DRAINED(self.redis, keys, [token, self.session])) == 1
+
+
+def _flat_entry(entry_id: bytes, fields: list[bytes]) -> Entry:
+    """An entry as a script returns it: fields as a flat [name, value, ...] list."""
+    raw = next((fields[i + 1] for i in range(0, len(fields) - 1, 2) if fields[i] == b"event"), None)
+    return Entry(entry_id.decode(), raw)
 
 
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
