@@ -112,11 +112,15 @@ class CpuMeter:
         self._busy0 = _busy_seconds()
         self._own0 = _own_seconds(())
 
-    def report(self, live_children: Sequence[int] = ()) -> str:
-        """One line: average CPUs used by other processes and by the bench's own processes."""
+    def report(self, live_children: Sequence[int] = (), extra_s: float = 0.0) -> str:
+        """One line: average CPUs used by other processes and by the bench's own processes.
+
+        extra_s: CPU seconds of the bench's processes that are not its children (a server
+        that daemonized, e.g. a PostgreSQL cluster started by pg_ctl).
+        """
         wall = time.monotonic() - self.started
         busy = _busy_seconds() - self._busy0
-        own = _own_seconds(live_children) - self._own0
+        own = _own_seconds(live_children) - self._own0 + extra_s
         others = max(0.0, busy - own)
         return (
             f"over {wall:.0f} s the bench's processes used {own / wall:.2f} CPUs on average and "
