@@ -64,10 +64,21 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     concurrency: int
     batch_wait_ms: int
     latency_s: float
-    latency_fraction: float
+    latency_fractions: list[float]
     latency_sessions: int
     chroma: str
     workdir: str | None
+
+
+class Latency(msgspec.Struct, kw_only=True):
+    """One steady-rate run: publish → broadcast latencies at a fraction of the drain rate."""
+
+    fraction: float
+    target_rate: float = 0.0
+    published_rate: float = 0.0
+    latencies_ms: list[float] = []
+    missing: int = 0
+    calls: int = 0
 
 
 class Result(msgspec.Struct, kw_only=True):
@@ -80,11 +91,7 @@ class Result(msgspec.Struct, kw_only=True):
     drain_s: float = 0.0
     drain_calls: int = 0  # observer requests: shows the batch sizes actually reached
     worker_cpu_s: float = 0.0
-    target_rate: float = 0.0
-    published_rate: float = 0.0
-    latencies_ms: list[float] = []
-    missing: int = 0
-    latency_calls: int = 0
+    latency: list[Latency] = []
 
 
 def progress(message: str) -> None:
@@ -200,14 +207,16 @@ async def run_config(
         result.worker_cpu_s = workers.cpu_seconds() - cpu
         progress(f"{name}: {len(backlog)} events stored in {result.drain_s:.2f} s")
 
-        if cfg.latency_s > 0:
-            result.target_rate = cfg.latency_fraction * result.events / result.drain_s
-            count = max(1, int(result.target_rate * cfg.latency_s))
-            calls = [maker.call(f"{name}-lat-s{i % cfg.latency_sessions}", i) for i in range(count)]
-            result.latencies_ms, result.missing, result.published_rate = await steady(
-                producer, client, workers, calls, result.target_rate
+        for fraction in cfg.latency_fractions if cfg.latency_s > 0 else []:
+            run = Latency(fraction=fraction, target_rate=fraction * result.events / result.drain_s)
+            count = max(1, int(run.target_rate * cfg.latency_s))
+            tag = f"{name}-lat{fraction:g}-s"
+            calls = [maker.call(f"{tag}{i % cfg.latency_sessions}", i) for i in range(count)]
+            run.latencies_ms, run.missing, run.published_rate = await steady(
+                producer, client, workers, calls, run.target_rate
             )
-            progress(f"{name}: latency run done")
+            result.latency.append(run)
+            progress(f"{name}: latency run at {fraction:.0%} done")
         if bad := await other_outcomes(client, KEYS):
             progress(f"warning: {name}: outcomes other than stored: {bad}")
     finally:
@@ -218,7 +227,8 @@ async def run_config(
     if count_rows(data_dir, "processed_events", f"{name}-tp") != result.events:
         raise SystemExit(f"{name}: SQLite holds a different number of processed events")
     result.drain_calls = count_rows(data_dir, "token_usage", f"{name}-tp")
-    result.latency_calls = count_rows(data_dir, "token_usage", f"{name}-lat")
+    for run in result.latency:
+        run.calls = count_rows(data_dir, "token_usage", f"{name}-lat{run.fraction:g}")
     return result
 
 
@@ -252,24 +262,28 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
     print(markdown_table(headers, rows))
     if cfg.latency_s <= 0:
         return
+    fractions = ", ".join(f"{f:.0%}" for f in cfg.latency_fractions)
     print(
-        f"\nPublish → broadcast latency at {cfg.latency_fraction:.0%} of each row's drain rate: "
+        f"\nPublish → broadcast latency at {fractions} of each row's drain rate: "
         f"{cfg.latency_s:g} s of steady publishing spread over {cfg.latency_sessions} sessions; "
         "publish time taken before the call, receive time when the bench's subscriber to "
         f"`{KEYS.observations}` reads the message.\n"
     )
     rows = []
     for r in results:
-        ms = r.latencies_ms
-        per_call = round(len(ms) / r.latency_calls, 2) if r.latency_calls else "-"
-        rows.append([
-            r.processes, r.batch, round(r.target_rate), round(r.published_rate), len(ms),
-            *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
-            round(max(ms)) if ms else "-",
-            r.missing, per_call,
-        ])  # fmt: skip
-    headers = ["processes", "batch", "target events/s", "published events/s", "events",
-               "p50 ms", "p99 ms", "max ms", "missing", "events per observer call"]  # fmt: skip
+        for run in r.latency:
+            ms = run.latencies_ms
+            per_call = round(len(ms) / run.calls, 2) if run.calls else "-"
+            rows.append([
+                r.processes, r.batch, f"{run.fraction:.0%}", round(run.target_rate),
+                round(run.published_rate), len(ms),
+                *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
+                round(max(ms)) if ms else "-",
+                run.missing, per_call,
+            ])  # fmt: skip
+    headers = ["processes", "batch", "of drain rate", "target events/s", "published events/s",
+               "events", "p50 ms", "p99 ms", "max ms", "missing",
+               "events per observer call"]  # fmt: skip
     print(markdown_table(headers, rows))
 
 
@@ -284,7 +298,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--concurrency", type=int, default=16, help="MEMQ_CONCURRENCY per process")
     p.add_argument("--batch-wait-ms", type=int, default=0, help="MEMQ_BATCH_WAIT_MS")
     p.add_argument("--latency-seconds", type=float, default=6, help="0 skips the latency runs")
-    p.add_argument("--latency-fraction", type=float, default=0.5, help="of the drain rate")
+    p.add_argument("--latency-fractions", default="0.5,0.25",
+                   help="of the drain rate, comma-separated")  # fmt: skip
     p.add_argument("--latency-sessions", type=int, default=200, help="sessions to spread over")
     p.add_argument("--chroma", default="off", choices=["off", "on"],
                    help="MEMQ_CHROMA; `on` adds the embedded index's embedding work")  # fmt: skip
@@ -299,7 +314,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         concurrency=a.concurrency,
         batch_wait_ms=a.batch_wait_ms,
         latency_s=a.latency_seconds,
-        latency_fraction=a.latency_fraction,
+        latency_fractions=[float(f) for f in a.latency_fractions.split(",")],
         latency_sessions=a.latency_sessions,
         chroma=a.chroma,
         workdir=a.workdir,
