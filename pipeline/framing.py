@@ -16,7 +16,6 @@ CR is kept as is: XML parsers read it as a line feed (end-of-line normalisation)
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -89,6 +88,8 @@ def _pretty_json_text(text: str) -> str | None:
         return _indented(msgspec.json.encode(parsed))
     except (ValueError, RecursionError):
         pass  # what msgspec refuses but json reads (NaN, 1e400, lone-surrogate escapes)
+    import json  # here, not at the top: the Claude Code hook never reaches this
+
     try:
         parsed = json.loads(text)
     except (ValueError, RecursionError):
@@ -123,6 +124,8 @@ def _indented(written: bytes) -> str:
 
 
 def _pretty_json(value: Any) -> str:
+    import json  # here, not at the top: the Claude Code hook never reaches this
+
     try:
         return json.dumps(value, indent=2, ensure_ascii=False)
     except RecursionError:

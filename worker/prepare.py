@@ -47,7 +47,7 @@ def prepare_encoded(event: Event, max_bytes: int) -> tuple[Event, bytes]:
         if value is None:
             continue
         value = strip_private_tags(value) if isinstance(value, str) else strip_private_value(value)
-        if _encoded_size(value) > window_chars:
+        if _larger_than(value, window_chars):
             window = split_observation_field(value, window_chars)
             windows[name] = replace(
                 window, head=redact_secrets(window.head), tail=redact_secrets(window.tail)
@@ -135,6 +135,14 @@ def _share(available: int, sizes: dict[str, int]) -> dict[str, int | None]:
             budgets[name] = fair
             remaining -= fair
     return budgets
+
+
+def _larger_than(value: object, size: int) -> bool:
+    """Whether the value's encoding may take more than `size` bytes (as _encoded_size plans)."""
+    # No character takes more than 6 bytes (`\u001f`): a short string needs no counting.
+    if isinstance(value, str) and 6 * len(value) + 2 <= size:
+        return False
+    return _encoded_size(value) > size
 
 
 def _encoded_size(value: object) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,11 @@ SESSION = "9f2c1e7a-4b3d-4e8f-a1c2-5d6e7f809a1b"
 SECRET = "ghp_R7tY2uI9oP4aS6dF1gH3jK8lZ5xC0vB2nM7q"
 PRIVATE = "the launch code is 0000"
 HEAVY_MODULES = ("typer", "click", "redis", "arq", "anthropic", "openai", "aiosqlite", "httpx")
+# The pipeline's prompt side has nothing to do with publishing an event.
+UNNEEDED_MODULES = {"json", "tomllib"} | {
+    f"pipeline.{name}"
+    for name in ("parser", "modes", "prompts", "classify", "evidence", "content_hash", "xmltags")
+}
 
 
 def _payload(name: str, **changes: Any) -> str:
@@ -195,6 +201,24 @@ def test_the_hook_imports_no_heavy_module(tmp_path: Path) -> None:
     assert "worker.commands.hook" in imported
     heavy = {m for m in imported if m.split(".")[0] in HEAVY_MODULES}
     assert heavy == set()
+    assert imported & UNNEEDED_MODULES == set()
+
+
+def test_the_hook_loads_msgspec_without_typing_extensions_and_leaves_it_importable() -> None:
+    # -X importtime lists a refused import too, so this asks the process itself.
+    code = (
+        "import sys\n"
+        "from worker.entry import _import_msgspec_without_typing_extensions\n"
+        "_import_msgspec_without_typing_extensions()\n"
+        "import worker.commands.hook\n"
+        "print('typing_extensions' in sys.modules)\n"
+        "import typing_extensions\n"
+        "print(typing_extensions.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.split() == ["False", "typing_extensions"]
 
 
 @pytest.fixture(name="managed_dir")
