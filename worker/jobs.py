@@ -6,7 +6,9 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from arq import Worker, cron
@@ -23,6 +25,7 @@ from worker.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
 from worker.session_run import observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
+from worker.storage.protocol import StoreError
 from worker.vectors import BackgroundSync, start_vector_sync
 
 if TYPE_CHECKING:
@@ -31,6 +34,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SWEEP_EVERY_S = 10
+# processed_events pruning, from the sweep: each process at most this often (its first sweep
+# included), so a fleet of N workers prunes N times an hour, each a cheap indexed DELETE.
+PRUNE_EVERY_S = 3600.0
+PRUNED_AT = "processed_pruned_at"
+"""arq ctx key: when (time.monotonic()) this process last pruned."""
 
 
 async def observe_session(ctx: dict[str, Any], session_id: str) -> str:
@@ -48,7 +56,32 @@ async def sweep_sessions(ctx: dict[str, Any]) -> int:
         if await rt.scheduler.sweep(session) is not None:
             scheduled += 1
             logger.info("sweep scheduled a stranded session", extra={"session_id": session})
+    if prune_due(ctx, time.monotonic()):
+        await prune_processed_events(rt)
     return scheduled
+
+
+def prune_due(ctx: dict[str, Any], now: float) -> bool:
+    """True at most once every PRUNE_EVERY_S per arq ctx (one per process); records `now`."""
+    last = ctx.get(PRUNED_AT)
+    if isinstance(last, float) and now - last < PRUNE_EVERY_S:
+        return False
+    ctx[PRUNED_AT] = now
+    return True
+
+
+async def prune_processed_events(rt: Runtime) -> int:
+    """Delete replay-guard rows older than MEMQ_PROCESSED_RETENTION_DAYS; returns how many."""
+    cutoff = datetime.now(UTC) - timedelta(days=rt.settings.processed_retention_days)
+    try:
+        pruned = await rt.store.prune_processed(cutoff)
+    except StoreError as e:
+        # Sessions were swept already; a missed pruning only waits for the next one.
+        logger.warning("pruning processed_events failed, next try in an hour: %s", e)
+        return 0
+    if pruned:
+        logger.info("pruned %d processed event ids older than %s", pruned, cutoff.isoformat())
+    return pruned
 
 
 def consumer_name() -> str:

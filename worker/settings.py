@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -87,6 +86,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0
+    # days a processed event id is kept (the replay guard, pruned by the sweep): it only matters
+    # for entries a crash left pending, retried within minutes; 7 matches dedupe_window_s
+    processed_retention_days: PositiveInt = 7
     # fleet-wide limits and fairness (rate limits and budgets: 0 = off)
     rate_limit_rpm: NonNegativeInt = 0  # observer calls per minute per provider and model
     rate_limit_tpm: NonNegativeInt = 0  # observer tokens (input + output) per minute, likewise
@@ -174,6 +176,8 @@ def load_settings(
 
 def read_settings_file(path: Path) -> dict[str, Any]:
     """Read a TOML settings file; keys are settings field names (lowercase)."""
+    import tomllib  # here, not at the top: the Claude Code hook rarely has a settings file
+
     try:
         with path.open("rb") as f:
             return tomllib.load(f)

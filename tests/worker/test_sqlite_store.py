@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -11,13 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import asyncpg
 import pytest
 
 from pipeline.content_hash import compute_observation_content_hash
-from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
-from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
+from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
+from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
 from worker.errors import ConfigError
 from worker.settings import Settings
+from worker.storage import postgres_schema, sqlite_schema
 from worker.storage.factory import open_store
 from worker.storage.postgres import PostgresStore
 from worker.storage.protocol import StaleFenceError, Store, StoreError
@@ -800,3 +803,157 @@ def test_open_store_refuses_other_urls_without_echoing_them(
     with pytest.raises(ConfigError, match=message) as info:
         open_store(Settings(database_url=database_url))
     assert "secret" not in str(info.value)
+
+
+async def test_prune_processed_forgets_only_old_event_ids(
+    store: Store, clock: Clock, backend: Backend
+) -> None:
+    await store.write_batch(batch(session="s1", event_ids=["old1", "old2"]))
+    await store.write_batch(batch(session="s2", event_ids=["old3"]))
+    # Imported rows carry their original (old) times; a re-run of the import relies on them.
+    await store.write_batch(batch(session="s2", event_ids=["claude-mem:observation:7"]))
+    cutoff = T0 + timedelta(days=7)
+    clock.now = cutoff
+    await store.write_batch(batch(session="s1", event_ids=["at-cutoff"]))
+    clock.advance(3600)
+    await store.write_batch(batch(session="s1", event_ids=["new1"]))
+    await store.write_batch(batch(session="s2", event_ids=["new2"]))
+
+    assert await store.prune_processed(cutoff) == 3
+
+    s1 = ["old1", "old2", "at-cutoff", "new1"]
+    assert await store.processed_event_ids("s1", s1) == {"at-cutoff", "new1"}
+    assert await store.processed_event_ids("s2", ["old3", "new2", "claude-mem:observation:7"]) == {
+        "new2",
+        "claude-mem:observation:7",
+    }
+    left = await backend.query("SELECT event_id FROM processed_events ORDER BY event_id")
+    assert [row[0] for row in left] == ["at-cutoff", "claude-mem:observation:7", "new1", "new2"]
+    assert await store.prune_processed(cutoff) == 0
+    # Pruning touches nothing but the replay guard.
+    assert (await store.counts()).sessions == 2
+
+
+async def test_prune_processed_deletes_a_backlog_in_chunks(
+    store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("worker.storage.sqlite.PRUNE_CHUNK_ROWS", 2)
+    monkeypatch.setattr("worker.storage.postgres.PRUNE_CHUNK_ROWS", 2)
+    old = [f"old{i}" for i in range(5)]
+    await store.write_batch(batch(event_ids=old))
+    clock.advance(86_400)
+    await store.write_batch(batch(event_ids=["new"]))
+    assert await store.prune_processed(T0 + timedelta(hours=1)) == 5
+    assert await store.processed_event_ids("s1", [*old, "new"]) == {"new"}
+
+
+async def test_sqlite_prunes_through_the_processed_at_index(
+    sqlite_store: SqliteStore, db_path: Path
+) -> None:
+    await sqlite_store.migrate()
+    plan = await _query(
+        db_path,
+        "EXPLAIN QUERY PLAN SELECT memory_session_id, event_id FROM processed_events"
+        " WHERE processed_at < '2024-01-01T00:00:00.000Z' AND event_id NOT LIKE 'x%' LIMIT 9",
+    )
+    assert any("processed_events_processed_at" in str(row[-1]) for row in plan), plan
+
+
+@pytest.fixture(name="fresh_backend", params=BACKENDS)
+async def _fix_fresh_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Backend]:
+    """A database of each backend with no schema at all (PostgreSQL: a new database)."""
+    if request.param == "sqlite":
+        backend = Backend("sqlite", path=tmp_path / "memq.db")
+        yield backend
+        await backend.aclose()
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = await server.create_database()
+    backend = Backend("postgres", url=url)
+    try:
+        yield backend
+    finally:
+        await backend.aclose()
+        await server.drop_database(url)
+
+
+async def _migrate_all_but_the_last_step(backend: Backend) -> None:
+    """Create the schema an older memq (one migration step behind) left."""
+    if backend.path is not None:
+        async with aiosqlite.connect(backend.path, isolation_level=None) as conn:
+            for statement in itertools.chain(*sqlite_schema.MIGRATIONS[:-1]):
+                await conn.execute(statement)
+            await conn.execute(f"PRAGMA user_version = {sqlite_schema.SCHEMA_VERSION - 1:d}")
+        return
+    conn = await asyncpg.connect(backend.url)
+    try:
+        async with conn.transaction():
+            for statement in itertools.chain(*postgres_schema.MIGRATIONS[:-1]):
+                await conn.execute(statement)
+            await conn.execute(
+                "CREATE TABLE memq_schema_version (version INTEGER PRIMARY KEY,"
+                " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )
+            await conn.executemany(
+                "INSERT INTO memq_schema_version VALUES ($1)",
+                [(v,) for v in range(1, postgres_schema.SCHEMA_VERSION)],
+            )
+    finally:
+        await conn.close()
+
+
+async def test_a_database_of_the_previous_schema_gains_the_index_and_keeps_its_rows(
+    fresh_backend: Backend,
+) -> None:
+    await _migrate_all_but_the_last_step(fresh_backend)
+    await fresh_backend.execute("INSERT INTO sessions VALUES ('s1', 'p1', 1, 'x', 'x', NULL, 0)")
+    await fresh_backend.execute(
+        "INSERT INTO processed_events VALUES ('s1', 'e1', '2024-01-01T00:00:00.000Z')"
+    )
+    assert not any(
+        "processed_events_processed_at" in map(str, row) for row in await fresh_backend.schema()
+    )
+    store = fresh_backend.open()
+    await store.migrate()
+    assert any(
+        "processed_events_processed_at" in map(str, row) for row in await fresh_backend.schema()
+    )
+    assert await fresh_backend.stored_schema_version() == fresh_backend.schema_version
+    assert await store.processed_event_ids("s1", ["e1"]) == {"e1"}
+    assert await store.prune_processed(datetime(2024, 1, 2, tzinfo=UTC)) == 1
+
+
+def _prompt(n: int, text: str, *, session: str = "s1") -> PromptRecord:
+    return PromptRecord(
+        memory_session_id=session,
+        project="p1",
+        prompt_number=n,
+        prompt_text=text,
+        created_at=T0 + timedelta(seconds=len(text)),
+        event_id=f"{session}-{text}",
+    )
+
+
+async def test_latest_prompt_is_the_session_s_last_stored_request(store: Store) -> None:
+    assert await store.latest_prompt("s1") is None
+    await store.write_batch(batch(prompts=[_prompt(1, "fix the parser")]))
+    await store.write_batch(batch(prompts=[_prompt(2, "now the tests")], event_ids=["e1"]))
+    await store.write_batch(batch(session="s2", prompts=[_prompt(7, "elsewhere", session="s2")]))
+    latest = await store.latest_prompt("s1")
+    assert latest is not None
+    assert (latest.prompt_number, latest.prompt_text) == (2, "now the tests")
+    assert latest.created_at == T0 + timedelta(seconds=len("now the tests"))
+    assert await store.latest_prompt("s3") is None
+
+
+async def test_latest_prompt_published_without_a_number_is_numbered_by_position(
+    store: Store,
+) -> None:
+    # Stored as 0 (the Claude Code hook numbers no prompt); a conversation needs a number.
+    for text in ("one", "two", "three"):
+        await store.write_batch(batch(prompts=[_prompt(0, text)]))
+    latest = await store.latest_prompt("s1")
+    assert latest is not None
+    assert (latest.prompt_number, latest.prompt_text) == (3, "three")

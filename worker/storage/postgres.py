@@ -16,7 +16,13 @@ from worker.storage import postgres_rows as pg
 from worker.storage import rows as db
 from worker.storage.postgres_index import PostgresIndexQueries
 from worker.storage.postgres_schema import migrate_schema
-from worker.storage.protocol import StaleFenceError, StoreError, check_one_session
+from worker.storage.protocol import (
+    IMPORTED_EVENT_PREFIX,
+    PRUNE_CHUNK_ROWS,
+    StaleFenceError,
+    StoreError,
+    check_one_session,
+)
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -120,6 +126,22 @@ class PostgresStore(PostgresIndexQueries):
         async with self._use() as conn:
             found = await conn.fetch(pg.SELECT_PROCESSED, memory_session_id, list(event_ids))
         return {str(row[0]) for row in found}
+
+    async def prune_processed(self, older_than: datetime) -> int:
+        """Forget processed event ids recorded before `older_than` (never imported ones);
+        returns how many were deleted."""
+        cutoff = db.iso_utc(older_than)
+        keep = IMPORTED_EVENT_PREFIX + "%"
+        pruned = 0
+        while True:
+            # One statement (one transaction) per chunk: a large backlog never outlasts the
+            # pool's command timeout.
+            async with self._use() as conn:
+                status = await conn.execute(pg.PRUNE_PROCESSED, cutoff, keep, PRUNE_CHUNK_ROWS)
+            deleted = int(status.rsplit(" ", 1)[1])
+            pruned += deleted
+            if deleted < PRUNE_CHUNK_ROWS:
+                return pruned
 
     async def unannounced(self, limit: int = 500) -> list[StoredRow]:
         """Stored rows not yet announced on pub/sub and the feed, oldest first."""

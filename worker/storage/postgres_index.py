@@ -18,7 +18,7 @@ from worker.storage.index_records import (
     VectorJob,
     VectorRetry,
 )
-from worker.storage.records import StoredRow
+from worker.storage.records import PromptRow, StoredRow
 
 # SKIP LOCKED: workers on other machines claim other rows instead of queueing behind these.
 _CLAIM = """
@@ -48,6 +48,16 @@ _DOCUMENT = {
 }
 _TABLE = {"observation": "observations", "summary": "summaries"}
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=14, MinWords=5, ShortWord=0, MaxFragments=1"
+
+
+# Ids follow commit order, which is publish order: one lease holder commits a session's turns.
+# A prompt published without a number is stored as 0: its position stands in for it.
+_LATEST_PROMPT = """
+SELECT CASE WHEN prompt_number > 0 THEN prompt_number
+            ELSE (SELECT COUNT(*) FROM user_prompts WHERE memory_session_id = $1) END,
+       prompt_text, created_at
+FROM user_prompts WHERE memory_session_id = $1 ORDER BY id DESC LIMIT 1
+"""
 
 
 def _reindex_scope(project: str | None) -> str:
@@ -243,6 +253,19 @@ class PostgresIndexQueries:
                 "SELECT fence FROM sessions WHERE memory_session_id = $1", memory_session_id
             )
         return None if fence is None else int(fence)
+
+    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+        """The session's last stored user request, or None when it has none."""
+        async with self._use() as conn:
+            found = await conn.fetchrow(_LATEST_PROMPT, memory_session_id)
+        if found is None:
+            return None
+        number, text, created_at = found
+        return PromptRow(
+            prompt_number=int(number),
+            prompt_text=text,
+            created_at=datetime.fromisoformat(created_at),
+        )
 
 
 async def _rows_by_keys(conn: Any, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:

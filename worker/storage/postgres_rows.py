@@ -70,6 +70,14 @@ SELECT event_id FROM processed_events
 WHERE memory_session_id = $1 AND event_id = ANY($2::text[])
 """
 
+# $1 cutoff (ISO text), $2 LIKE pattern of the ids kept, $3 rows per statement.
+PRUNE_PROCESSED = """
+DELETE FROM processed_events WHERE (memory_session_id, event_id) IN (
+    SELECT memory_session_id, event_id FROM processed_events
+    WHERE processed_at < $1 AND event_id NOT LIKE $2 LIMIT $3
+)
+"""
+
 # Columns in the order rows.stored_row maps; JSON lists come back as text.
 _SHARED = "id, memory_session_id, project, created_at, created_at_epoch_ms, prompt_number"
 _OBSERVATION_COLUMNS = (

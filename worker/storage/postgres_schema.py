@@ -177,6 +177,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON vector_outbox (next_attempt_at_ms, kind, row_id) WHERE state = 'pending'""",
         "CREATE TABLE vector_reindex (scope TEXT PRIMARY KEY, started_at TEXT NOT NULL)",
     ),
+    # 2: the sweep prunes processed_events by age (Store.prune_processed).
+    ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from worker.errors import WorkerError
@@ -19,10 +20,18 @@ from worker.storage.records import (
     BatchResult,
     BatchWrite,
     DroppedRow,
+    PromptRow,
     SessionRow,
     StoreCounts,
     StoredRow,
 )
+
+# `memq import-claude-mem` records every imported row as the processed event
+# `claude-mem:<table>:<id>`, and a re-run skips the ones it finds: unlike the worker's
+# replay guard those markers must outlive any retention, so pruning keeps them.
+IMPORTED_EVENT_PREFIX = "claude-mem:"
+# Rows one pruning statement deletes: short transactions, so turn writes wait little.
+PRUNE_CHUNK_ROWS = 5000
 
 
 class StoreError(WorkerError):
@@ -77,6 +86,10 @@ class Store(Protocol):
         self, memory_session_id: str, event_ids: Sequence[str]
     ) -> set[str]:
         """The subset of event_ids already processed for the session."""
+
+    async def prune_processed(self, older_than: datetime) -> int:
+        """Forget processed event ids recorded before `older_than` (never imported ones);
+        returns how many were deleted."""
 
     async def unannounced(self, limit: int = 500) -> list[StoredRow]:
         """Stored rows not yet announced on pub/sub and the feed, oldest first."""
@@ -141,6 +154,9 @@ class Store(Protocol):
 
     async def session_fence(self, memory_session_id: str) -> int | None:
         """The session's stored fencing token, or None for an unknown session."""
+
+    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+        """The session's last stored user request, or None when it has none."""
 
     async def aclose(self) -> None:
         """Close connections."""

@@ -56,6 +56,15 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
 
 
+class PromptRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored user request, as a restarted observer conversation needs it."""
+
+    prompt_number: int
+    """As published, or (published without one) its position among the session's prompts."""
+    prompt_text: str
+    created_at: datetime
+
+
 class DroppedOutput(msgspec.Struct, frozen=True, kw_only=True):
     """A non-XML observer reply kept (truncated) for replay after a parser fix."""
 

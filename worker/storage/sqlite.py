@@ -13,7 +13,12 @@ import aiosqlite
 
 from worker.storage import rows as db
 from worker.storage import sqlite_batch as batch_writes
-from worker.storage.protocol import StoreError, check_one_session
+from worker.storage.protocol import (
+    IMPORTED_EVENT_PREFIX,
+    PRUNE_CHUNK_ROWS,
+    StoreError,
+    check_one_session,
+)
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
@@ -28,6 +33,13 @@ from worker.storage.sqlite_schema import configure, migrate_schema, rollback
 
 # RETURNING and UPSERT need SQLite 3.35.
 _MIN_SQLITE = (3, 35, 0)
+
+_PRUNE_PROCESSED = """
+DELETE FROM processed_events WHERE (memory_session_id, event_id) IN (
+    SELECT memory_session_id, event_id FROM processed_events
+    WHERE processed_at < ? AND event_id NOT LIKE ? LIMIT ?
+)
+"""
 
 
 def _utc_now() -> datetime:
@@ -84,6 +96,21 @@ class SqliteStore(SqliteIndexQueries):
                 (memory_session_id, db.json_list(event_ids)),
             )
         return {row[0] for row in found}
+
+    async def prune_processed(self, older_than: datetime) -> int:
+        """Forget processed event ids recorded before `older_than` (never imported ones);
+        returns how many were deleted."""
+        params = (db.iso_utc(older_than), IMPORTED_EVENT_PREFIX + "%", PRUNE_CHUNK_ROWS)
+        pruned = 0
+        while True:
+            # A transaction per chunk: the write lock (and this store) is free in between,
+            # so turns keep committing while a large backlog is pruned.
+            async with self._transaction() as conn:
+                cursor = await conn.execute(_PRUNE_PROCESSED, params)
+                deleted = cursor.rowcount
+            pruned += deleted
+            if deleted < PRUNE_CHUNK_ROWS:
+                return pruned
 
     async def unannounced(self, limit: int = 500) -> list[StoredRow]:
         """Stored rows not yet announced on pub/sub and the feed, oldest first."""

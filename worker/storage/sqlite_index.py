@@ -19,7 +19,7 @@ from worker.storage.index_records import (
     VectorJob,
     VectorRetry,
 )
-from worker.storage.records import StoredRow
+from worker.storage.records import PromptRow, StoredRow
 
 _CLAIM = """
 UPDATE vector_outbox SET next_attempt_at_ms = :lease_until
@@ -38,6 +38,16 @@ _SCOPE = """
 """
 
 _SNIPPET = "snippet({table}, -1, '[', ']', '…', 14)"
+
+
+# Ids follow commit order, which is publish order: one lease holder commits a session's turns.
+# A prompt published without a number is stored as 0: its position stands in for it.
+_LATEST_PROMPT = """
+SELECT CASE WHEN prompt_number > 0 THEN prompt_number
+            ELSE (SELECT COUNT(*) FROM user_prompts WHERE memory_session_id = :sid) END,
+       prompt_text, created_at
+FROM user_prompts WHERE memory_session_id = :sid ORDER BY id DESC LIMIT 1
+"""
 
 
 def _reindex_scope(project: str | None) -> str:
@@ -229,6 +239,19 @@ class SqliteIndexQueries:
                 )
             )
         return int(found[0][0]) if found else None
+
+    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+        """The session's last stored user request, or None when it has none."""
+        async with self._use() as conn:
+            found = list(await conn.execute_fetchall(_LATEST_PROMPT, {"sid": memory_session_id}))
+        if not found:
+            return None
+        number, text, created_at = found[0]
+        return PromptRow(
+            prompt_number=int(number),
+            prompt_text=text,
+            created_at=datetime.fromisoformat(created_at),
+        )
 
 
 async def _rows_by_keys(

@@ -212,6 +212,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             SELECT id, request, investigated, learned, completed, next_steps, notes
             FROM summaries""",
     ),
+    # 3: the sweep prunes processed_events by age (Store.prune_processed).
+    ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
