@@ -14,15 +14,24 @@ from pipeline.prompts import (
     build_summary_prompt,
 )
 from worker.observer_state import ObserverState
+from worker.storage.records import PromptRow
 
 
 def conversation_state(
-    mode: Mode, session: str, state: ObserverState | None, turn: Turn
+    mode: Mode,
+    session: str,
+    state: ObserverState | None,
+    turn: Turn,
+    stored: PromptRow | None = None,
 ) -> ObserverState:
     """The conversation to continue, or a new one: the init prompt when the turn opens the
-    session with its first request, else the continuation prompt (the state was lost)."""
+    session with its first request, else the continuation prompt (the state was lost).
+
+    `stored` is the session's last stored request, the one a lost state held when the turn
+    carries none.
+    """
     first = turn.events[0]
-    prompts = turn.prompts
+    prompts = later = turn.prompts
     if state is not None:
         # A copy: the turn may still fail, and only a committed turn changes the conversation.
         state = msgspec.structs.replace(state, history=list(state.history), project=first.project)
@@ -30,25 +39,30 @@ def conversation_state(
         opening = prompts[0] if prompts else None
         fresh = opening is not None and opening.prompt_number in (None, 0, 1)
         build = build_init_prompt if fresh else build_continuation_prompt
-        request = opening.prompt_text if opening is not None else ""
-        number = (opening.prompt_number or 1) if opening is not None else 0
+        request, number, requested_at = "", 0, first.occurred_at
+        if opening is not None:
+            request, number = opening.prompt_text, opening.prompt_number or 1
+            later = prompts[1:]  # counted here already: an unnumbered one must not become 2
+        elif stored is not None:
+            request, number = stored.prompt_text, stored.prompt_number
+            requested_at = stored.created_at
         system = build(
             mode,
             project=first.project,
             memory_session_id=session,
             user_prompt=request,
             prompt_number=number,
-            requested_at=first.occurred_at,
+            requested_at=requested_at,
         )
-        told = number if opening is not None else 0
+        # The system prompt tells the observer of the request: no notice of it as new.
         state = ObserverState(
             system=system,
             project=first.project,
             user_request=request,
             prompt_number=number,
-            told_prompt_number=told,
+            told_prompt_number=number,
         )
-    for p in prompts:
+    for p in later:
         state.user_request = p.prompt_text
         state.prompt_number = p.prompt_number or state.prompt_number + 1
     return state

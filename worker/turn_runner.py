@@ -77,7 +77,12 @@ class TurnRunner:
                     await self.rt.gate.account_budget(project, usage)
 
     async def _run(self, turn: Turn, entries: list[Entry], deadline: float) -> TurnResult:
-        state = conversation_state(self.rt.mode, self.session, self.state, turn)
+        stored = None
+        if self.state is None and not turn.prompts:
+            # A new conversation (the state was lost) and no request in the turn: storage has the
+            # last one. Asked once per conversation: its first commit saves a state.
+            stored = await self.rt.store.latest_prompt(self.session)
+        state = conversation_state(self.rt.mode, self.session, self.state, turn, stored)
         prompts = [self._prompt_record(p) for p in turn.prompts]
         if turn.kind == "record":
             result = TurnResult(outcome=Outcome.RECORDED)

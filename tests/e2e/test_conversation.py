@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import msgspec
 import pytest
 from arq.connections import ArqRedis
 
@@ -81,6 +82,41 @@ async def test_lost_observer_state_continues_with_the_continuation_prompt(
     assert third.system == second.system
     assert len(message_texts(third.messages, "assistant")) == 1
     assert len(await observations(settings, "s1")) == 3
+
+
+@pytest.mark.parametrize("numbered", [True, False], ids=["numbered", "unnumbered"])
+async def test_lost_observer_state_continues_with_the_stored_request(
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    numbered: bool,
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    for n, text in ((1, "fix the login test"), (2, "now add a logout button")):
+        request = prompt("s1", n, text)
+        if not numbered:  # as the Claude Code hook publishes them
+            request = msgspec.structs.replace(request, prompt_number=None)
+        await publish(arq_redis, settings, request, tool_call("s1", n))
+        await _run(settings, arq_redis)
+    await arq_redis.delete(Keys(settings.prefix).observer("s1"))
+    await publish(arq_redis, settings, tool_call("s1", 3))  # no prompt event in this turn
+    await _run(settings, arq_redis)
+    await publish(arq_redis, settings, tool_call("s1", 4))
+    await _run(settings, arq_redis)
+    *_, lost, after = fake_observer.requests
+    assert len(fake_observer.requests) == 4
+    assert MODE.continuation_greeting in lost.system
+    # The stored request, numbered by its position when published without a number.
+    assert '<user_request prompt_number="2">now add a logout button</user_request>' in lost.system
+    assert "fix the login test" not in lost.system
+    assert message_texts(lost.messages, "assistant") == []  # the old history is gone
+    # The observer is not told of that request again as a new one.
+    assert MODE.new_request_notice not in lost.user
+    assert MODE.new_request_notice not in after.user
+    assert after.system == lost.system
+    rows = await observations(settings, "s1")
+    assert [r.prompt_number for r in rows[2:]] == [2, 2]
 
 
 @pytest.mark.parametrize("prompt_alone", [False, True], ids=["with-its-calls", "alone-first"])
