@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
-import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import SECRET_KINDS, SecretMatch, find_secrets, redact_secrets, redact_value
-
-DATA = Path(__file__).resolve().parent.parent / "data" / "secrets"
-
-
-class Positive(msgspec.Struct, frozen=True):
-    kind: str
-    text: str
-    secret: str
-    why: str = ""
-
-
-class Lookalike(msgspec.Struct, frozen=True):
-    text: str
-    why: str
-
-
-POSITIVES = msgspec.json.decode((DATA / "positives.json").read_bytes(), type=list[Positive])
-LOOKALIKES = msgspec.json.decode((DATA / "lookalikes.json").read_bytes(), type=list[Lookalike])
+from tests.support.secret_samples import LOOKALIKES, POSITIVES, Lookalike, Positive
 
 
 def marker(kind: str) -> str:

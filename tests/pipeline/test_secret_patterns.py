@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -13,24 +12,8 @@ from hypothesis import strategies as st
 from pipeline import find_secrets, redact_secrets
 from pipeline.secret_names import KEY_QUALIFIERS, SECRET_WORDS
 from pipeline.secret_patterns import SECRET_PATTERNS, SecretPattern
+from tests.support.secret_samples import LOOKALIKES, POSITIVES, Positive
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "secrets"
-
-
-class Positive(msgspec.Struct, frozen=True):
-    kind: str
-    text: str
-    secret: str
-    why: str = ""
-
-
-class Lookalike(msgspec.Struct, frozen=True):
-    text: str
-    why: str
-
-
-POSITIVES = msgspec.json.decode((DATA / "positives.json").read_bytes(), type=list[Positive])
-LOOKALIKES = msgspec.json.decode((DATA / "lookalikes.json").read_bytes(), type=list[Lookalike])
 # Ordinary tool output of several shapes, none holding a secret or an anchor.
 _PYTEST = "".join(
     f"tests/test_cart.py::test_discount_{i} PASSED in 0.{i:02d}s (cart total 90.00)\n"
