@@ -14,6 +14,7 @@ from worker.observers.errors import (
     ObserverTransientError,
     body_text,
     classify_status,
+    refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
 
@@ -58,7 +59,13 @@ class AnthropicObserver:
         timeout_s: float,
     ) -> None:
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            # The SDK's aiohttp transport (its `aiohttp` extra) costs half the CPU per call of
+            # the default httpx one: ~0.7 ms instead of ~1.3, a third of a small turn's cost.
+            http_client=anthropic.DefaultAioHttpClient(),
         )
         self._model = model
         self._max_tokens = max_tokens
@@ -144,6 +151,8 @@ def _text_block(text: str, cache: bool) -> TextBlockParam:
 
 
 def _map_error(e: anthropic.APIError, base_url: object, timeout_s: float) -> ObserverError:
+    if isinstance(e, anthropic.APIConnectionError) and (refused := refused_connection(e)):
+        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {refused}")
     if isinstance(e, anthropic.APITimeoutError):
         return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
     if isinstance(e, anthropic.APIConnectionError):

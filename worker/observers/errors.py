@@ -95,6 +95,22 @@ def classify_status(
     return ObserverPermanentError(message)
 
 
+def refused_connection(error: BaseException) -> BaseException | None:
+    """The failed connect (refused, unreachable, DNS) behind an SDK error, if that is what it was.
+
+    The SDKs' aiohttp transport reports some failed connects as connect *timeouts*; the cause
+    chain still holds the OSError, so the message can say "cannot reach" and not "no reply".
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and not isinstance(cause, TimeoutError):
+            return cause
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 def body_text(body: object) -> str:
     """The readable text of a non-JSON error body (e.g. a proxy's HTML page), else ""."""
     return _MARKUP.sub(" ", body) if isinstance(body, str) else ""

@@ -14,6 +14,7 @@ from worker.observers.errors import (
     ObserverTransientError,
     body_text,
     classify_status,
+    refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
 
@@ -70,6 +71,8 @@ class OpenAIObserver:
             base_url=base_url,
             max_retries=0,
             timeout=timeout_s,
+            # The SDK's aiohttp transport: half the CPU per call of the default httpx one.
+            http_client=openai.DefaultAioHttpClient(),
         )
         self._model = model
         self._max_tokens = max_tokens
@@ -144,6 +147,8 @@ def _messages(request: ObserverRequest) -> list[ChatCompletionMessageParam]:
 
 
 def _map_error(e: openai.APIError, base_url: object, timeout_s: float) -> ObserverError:
+    if isinstance(e, openai.APIConnectionError) and (refused := refused_connection(e)):
+        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {refused}")
     if isinstance(e, openai.APITimeoutError):
         return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
     if isinstance(e, openai.APIConnectionError):
