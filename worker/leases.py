@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from worker.keys import Keys
 from worker.lua import LuaScript
@@ -70,6 +72,16 @@ class Lease:
     async def acquire(cls, redis: Redis, keys: Keys, session: str, ttl_ms: int) -> Lease | None:
         """Take the session's lease, or None while someone else holds it."""
         token = await _ACQUIRE(redis, [keys.lease(session), keys.fence(session)], [ttl_ms])
+        return cls.taken(redis, keys, session, token, ttl_ms)
+
+    @staticmethod
+    def queue_acquire(pipe: Pipeline, keys: Keys, session: str, ttl_ms: int) -> None:
+        """Add the acquisition to a pipeline; pass its reply to `taken`."""
+        _ACQUIRE.queue(pipe, [keys.lease(session), keys.fence(session)], [ttl_ms])
+
+    @classmethod
+    def taken(cls, redis: Redis, keys: Keys, session: str, token: Any, ttl_ms: int) -> Lease | None:
+        """The lease an acquisition's reply gave (renewed from now on), or None."""
         if not token:
             return None
         lease = cls(redis, keys, session, int(token), ttl_ms)
@@ -96,10 +108,18 @@ class Lease:
 
     async def release(self) -> None:
         """Stop renewing and give the lease back if it is still ours."""
+        await self.stop_renewing()
+        with contextlib.suppress(Exception):
+            await _RELEASE(self.redis, [self.key], [self.token])
+
+    async def stop_renewing(self) -> None:
+        """Stop the renewals (the lease then expires unless released)."""
         self.lost = True
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewer
-        with contextlib.suppress(Exception):
-            await _RELEASE(self.redis, [self.key], [self.token])
+
+    def queue_release(self, pipe: Pipeline) -> None:
+        """Add the release (if still ours) to a pipeline; call `stop_renewing` first."""
+        _RELEASE.queue(pipe, [self.key], [self.token])

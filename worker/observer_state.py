@@ -53,7 +53,15 @@ class StateStore:
 
     async def load(self, session: str) -> ObserverState | None:
         """The saved state, or None when there is none (or it is unreadable)."""
-        raw = await self.redis.get(self.keys.observer(session))
+        return self.decode(await self.redis.get(self.keys.observer(session)))
+
+    def queue_load(self, pipe: Pipeline, session: str) -> None:
+        """Add the read to a pipeline; pass its reply to `decode`."""
+        pipe.get(self.keys.observer(session))
+
+    @staticmethod
+    def decode(raw: bytes | None) -> ObserverState | None:
+        """A saved state read from Redis, or None when missing or unreadable."""
         if raw is None:
             return None
         try:

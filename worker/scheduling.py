@@ -19,6 +19,7 @@ from worker.keys import Keys
 
 if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
     from redis.asyncio import Redis
+    from redis.asyncio.client import Pipeline
 
 JOB_FUNCTION = "observe_session"
 # arq's own constants (arq.constants), restated so the hook path never imports arq (0.2 s);
@@ -211,6 +212,17 @@ class Scheduler:
             ],
         )
         return _text(new_id) if int(status) == 1 else None
+
+    def queue_release(
+        self, pipe: Pipeline, session: str, job_id: str, *, defer_ms: int = 0
+    ) -> None:
+        """`release` as part of a pipeline the caller runs; read its reply with `released`."""
+        k = self.keys
+        payload, score, expires, prefix = self._job_args(session, defer_ms)
+        keys = [k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)]
+        args = [job_id, payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX, "0"]
+        # EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT.
+        pipe.eval(RELEASE_LUA, len(keys), *keys, *args)  # type: ignore[arg-type]
 
     async def sweep(self, session: str) -> str | None:
         """Schedule a job for a session with entries but no live job; returns the new job id."""

@@ -14,6 +14,7 @@ from pipeline.batching import plan_turns
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event
 from worker.leases import Lease, LeaseLostError, raise_fence_floor
+from worker.observer_state import ObserverState
 from worker.outcomes import Outcome, backoff_s
 from worker.runtime import Runtime
 from worker.storage.protocol import StaleFenceError
@@ -27,7 +28,12 @@ _JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn
 
 async def observe(rt: Runtime, session: str, job_id: str) -> str:
     """The body of the `observe_session` job: returns a one-word result for arq's log."""
-    lease = await Lease.acquire(rt.redis, rt.keys, session, rt.lease_ttl_ms)
+    # The lease and the observer state in one round trip (the state is unused when busy).
+    pipe = rt.redis.pipeline(transaction=False)
+    Lease.queue_acquire(pipe, rt.keys, session, rt.lease_ttl_ms)
+    rt.states.queue_load(pipe, session)
+    token, raw_state = await pipe.execute()
+    lease = Lease.taken(rt.redis, rt.keys, session, token, rt.lease_ttl_ms)
     if lease is None:
         # Another run still drives the session (a slow worker): look again after its lease.
         await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
@@ -35,7 +41,7 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     defer_s = 0.0
     result = "drained"
     try:
-        result, defer_s = await _drive(rt, session, lease)
+        result, defer_s = await _drive(rt, session, lease, rt.states.decode(raw_state))
     except StaleFenceError as e:
         logger.warning("stopped: %s", e, extra={"session_id": session})
         await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
@@ -50,9 +56,20 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
         defer_s = await _error_backoff_s(rt, session)
         result = "error"
     finally:
-        await lease.release()
-        await rt.scheduler.release(session, job_id, defer_ms=int(defer_s * 1000))
+        await _release(rt, session, job_id, lease, defer_s)
     return result
+
+
+async def _release(rt: Runtime, session: str, job_id: str, lease: Lease, defer_s: float) -> None:
+    """Give the lease back and hand the session on (or clear its job), in one round trip."""
+    await lease.stop_renewing()
+    pipe = rt.redis.pipeline(transaction=False)
+    lease.queue_release(pipe)
+    rt.scheduler.queue_release(pipe, session, job_id, defer_ms=int(defer_s * 1000))
+    _lease_reply, handed_off = await pipe.execute(raise_on_error=False)
+    # A failed lease release only leaves the lease to expire; a failed hand-off must surface.
+    if isinstance(handed_off, Exception):
+        raise handed_off
 
 
 async def _error_backoff_s(rt: Runtime, session: str) -> float:
@@ -66,14 +83,16 @@ async def _error_backoff_s(rt: Runtime, session: str) -> float:
     return backoff_s(failures, base_s=s.retry_base_s, max_s=s.retry_max_s)
 
 
-async def _drive(rt: Runtime, session: str, lease: Lease) -> tuple[str, float]:
+async def _drive(
+    rt: Runtime, session: str, lease: Lease, state: ObserverState | None
+) -> tuple[str, float]:
     s = rt.settings
     started = time.monotonic()
     # Start no new turn late in the job: a turn may need the observer twice (reminder).
     start_turns_until = started + s.job_timeout_s / 3
     deadline = started + s.job_timeout_s - 5
     stream = SessionStream(rt.redis, rt.keys, session, rt.consumer)
-    runner = TurnRunner(rt, session, lease, stream, await rt.states.load(session))
+    runner = TurnRunner(rt, session, lease, stream, state)
     ended = False
     # Fairness: after turns_per_job observer turns the session goes to the back of the queue
     # (the release schedules its next job at now), so N busy sessions share C slots in turn.
