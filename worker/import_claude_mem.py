@@ -14,7 +14,7 @@ import msgspec
 
 from pipeline.content_hash import compute_observation_content_hash
 from worker.errors import WorkerError
-from worker.storage.protocol import StaleFenceError, Store
+from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, Store
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
 
 
@@ -156,11 +156,13 @@ async def _import_session(
     prompts = await asyncio.to_thread(
         reader.rows, "user_prompts", "content_session_id", s.content_id
     )
+    # The prefix keeps these ids out of the replay guard's pruning: re-runs look them up.
+    tag = IMPORTED_EVENT_PREFIX
     records: list[tuple[str, datetime, Any]] = [
-        *((f"claude-mem:observation:{r['id']}", _at(r), _observation(s, r)) for r in observations),
-        *((f"claude-mem:summary:{r['id']}", _at(r), _summary(s, r)) for r in summaries),
+        *((f"{tag}observation:{r['id']}", _at(r), _observation(s, r)) for r in observations),
+        *((f"{tag}summary:{r['id']}", _at(r), _summary(s, r)) for r in summaries),
         *(
-            (f"claude-mem:prompt:{r['id']}", _at(r), _prompt(s, r, f"claude-mem:prompt:{r['id']}"))
+            (f"{tag}prompt:{r['id']}", _at(r), _prompt(s, r, f"{tag}prompt:{r['id']}"))
             for r in prompts
             if r["prompt_text"]
         ),
