@@ -292,19 +292,8 @@ def stored_row(row: Sequence[Any]) -> StoredRow:
     )
 
 
-SELECT_SESSIONS = """
-SELECT s.memory_session_id, s.project, s.started_at, s.last_activity_at, s.ended_at,
-    (SELECT COUNT(*) FROM user_prompts p WHERE p.memory_session_id = s.memory_session_id),
-    (SELECT COUNT(*) FROM observations o WHERE o.memory_session_id = s.memory_session_id),
-    (SELECT COUNT(*) FROM summaries m WHERE m.memory_session_id = s.memory_session_id)
-FROM sessions s {where}
-ORDER BY s.last_activity_at DESC, s.memory_session_id DESC
-LIMIT :limit
-"""
-
-
 def session_row(row: Sequence[Any]) -> SessionRow:
-    """Map a row of SELECT_SESSIONS to a SessionRow."""
+    """Map a row of the sessions listing (SQLite's or PostgreSQL's) to a SessionRow."""
     return SessionRow(
         memory_session_id=row[0],
         project=row[1],
@@ -317,17 +306,8 @@ def session_row(row: Sequence[Any]) -> SessionRow:
     )
 
 
-SELECT_DROPPED = """
-SELECT id, memory_session_id, project, category, raw, event_ids, created_at, reason, turn_kind,
-    replayed_at
-FROM dropped_outputs {where}
-ORDER BY created_at DESC, id DESC
-LIMIT :limit
-"""
-
-
 def dropped_row(row: Sequence[Any]) -> DroppedRow:
-    """Map a row of SELECT_DROPPED to a DroppedRow."""
+    """Map a row of the dropped-outputs listing to a DroppedRow."""
     return DroppedRow(
         id=row[0],
         memory_session_id=row[1],
@@ -340,13 +320,3 @@ def dropped_row(row: Sequence[Any]) -> DroppedRow:
         turn_kind=row[8],
         replayed_at=row[9],
     )
-
-
-SELECT_COUNTS = """
-SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM observations),
-    (SELECT COUNT(*) FROM summaries), (SELECT COUNT(*) FROM user_prompts),
-    (SELECT COUNT(*) FROM dropped_outputs),
-    (SELECT COALESCE(SUM(input_tokens), 0) FROM token_usage),
-    (SELECT COALESCE(SUM(cached_input_tokens), 0) FROM token_usage),
-    (SELECT COALESCE(SUM(output_tokens), 0) FROM token_usage)
-"""

@@ -13,6 +13,7 @@ import aiosqlite
 
 from worker.storage import rows as db
 from worker.storage import sqlite_batch as batch_writes
+from worker.storage import sqlite_queries as queries
 from worker.storage.protocol import (
     IMPORTED_EVENT_PREFIX,
     PRUNE_CHUNK_ROWS,
@@ -153,7 +154,7 @@ class SqliteStore(SqliteIndexQueries):
     async def sessions(self, *, project: str | None = None, limit: int = 50) -> list[SessionRow]:
         """Sessions with activity, newest first."""
         where = "" if project is None else "WHERE s.project = :project"
-        sql = db.SELECT_SESSIONS.format(where=where)
+        sql = queries.SELECT_SESSIONS.format(where=where)
         async with self._use() as conn:
             found = await conn.execute_fetchall(sql, {"project": project, "limit": limit})
         return [db.session_row(row) for row in found]
@@ -161,7 +162,7 @@ class SqliteStore(SqliteIndexQueries):
     async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
         """Kept dropped replies, newest first."""
         where = "" if include_replayed else "WHERE replayed_at IS NULL"
-        sql = db.SELECT_DROPPED.format(where=where)
+        sql = queries.SELECT_DROPPED.format(where=where)
         async with self._use() as conn:
             found = await conn.execute_fetchall(sql, {"limit": limit})
         return [db.dropped_row(row) for row in found]
@@ -179,7 +180,7 @@ class SqliteStore(SqliteIndexQueries):
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
         async with self._use() as conn:
-            (row,) = await conn.execute_fetchall(db.SELECT_COUNTS)
+            (row,) = await conn.execute_fetchall(queries.SELECT_COUNTS)
         return StoreCounts(
             sessions=row[0],
             observations=row[1],
