@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,9 @@ from datetime import UTC, datetime
 
 _session: contextvars.ContextVar[str | None] = contextvars.ContextVar("memq_session", default=None)
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+# arq logs each job's start and end outside the job's context; its job id names the session
+# (`<prefix>:observe:<session>:<n>`, then the function). Greedy: a session may hold colons.
+_ARQ_JOB_LINE = re.compile(r":observe:(?P<session>.+):\d+:observe_session\b")
 
 
 @contextmanager
@@ -25,11 +29,14 @@ def session_context(session_id: str) -> Iterator[None]:
 
 
 class SessionFilter(logging.Filter):
-    """Adds `session_id` from the context unless the call passed one itself."""
+    """Adds `session_id` from the context (or an arq job line's job id) unless one was passed."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if getattr(record, "session_id", None) is None:
-            record.session_id = _session.get()
+        session = getattr(record, "session_id", None) or _session.get()
+        if session is None and record.name == "arq.worker":
+            found = _ARQ_JOB_LINE.search(record.getMessage())
+            session = found["session"] if found else None
+        record.session_id = session
         return True
 
 
