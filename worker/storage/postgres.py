@@ -239,11 +239,7 @@ class PostgresStore(PostgresIndexQueries):
                 return
             # A concurrent first batch of the session inserted a higher fence meanwhile.
             stored_fence = await conn.fetchval(pg.LOCK_SESSION_FENCE, sid)
-        raise StaleFenceError(
-            f"session {sid}: write refused, fence {batch.fence} is older than"
-            f" the stored fence {stored_fence} (another worker holds the lease)",
-            stored_fence=int(stored_fence),
-        )
+        raise StaleFenceError.refusing(batch, int(stored_fence))
 
     @asynccontextmanager
     async def _use(self) -> AsyncIterator[Any]:

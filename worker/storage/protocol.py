@@ -45,6 +45,15 @@ class StaleFenceError(StoreError):
         super().__init__(message)
         self.stored_fence = stored_fence
 
+    @classmethod
+    def refusing(cls, batch: BatchWrite, stored_fence: int) -> StaleFenceError:
+        """The refusal of `batch`, whose fence is older than the one storage holds."""
+        return cls(
+            f"session {batch.memory_session_id}: write refused, fence {batch.fence} is older"
+            f" than the stored fence {stored_fence} (another worker holds the lease)",
+            stored_fence=stored_fence,
+        )
+
 
 class _SessionRecord(Protocol):
     @property

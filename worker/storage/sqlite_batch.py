@@ -113,11 +113,7 @@ def _claim_session(raw: sqlite3.Connection, batch: BatchWrite, now: str) -> None
     sid = batch.memory_session_id
     found = raw.execute("SELECT fence FROM sessions WHERE memory_session_id = ?", (sid,)).fetchone()
     if found is not None and found[0] > batch.fence:
-        raise StaleFenceError(
-            f"session {sid}: write refused, fence {batch.fence} is older than"
-            f" the stored fence {found[0]} (another worker holds the lease)",
-            stored_fence=int(found[0]),
-        )
+        raise StaleFenceError.refusing(batch, int(found[0]))
     raw.execute(
         db.UPSERT_SESSION,
         {
