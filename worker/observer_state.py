@@ -71,8 +71,9 @@ class StateStore:
 
     async def save(self, session: str, token: int, state: ObserverState) -> bool:
         """Save state if the lease is still ours; False when it was refused."""
-        keys = [self.keys.lease(session), self.keys.observer(session)]
-        done = await _SAVE(self.redis, keys, [token, msgspec.json.encode(state), STATE_TTL_S])
+        pipe = self.redis.pipeline(transaction=False)
+        self.queue_save(pipe, session, token, state)
+        (done,) = await pipe.execute()
         return int(done) == 1
 
     def queue_save(self, pipe: Pipeline, session: str, token: int, state: ObserverState) -> None:
