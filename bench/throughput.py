@@ -65,7 +65,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     batch_wait_ms: int
     latency_s: float
     latency_fractions: list[float]
-    latency_sessions: int
+    latency_sessions: list[int]
     chroma: str
     workdir: str | None
 
@@ -74,6 +74,7 @@ class Latency(msgspec.Struct, kw_only=True):
     """One steady-rate run: publish → broadcast latencies at a fraction of the drain rate."""
 
     fraction: float
+    sessions: int
     target_rate: float = 0.0
     published_rate: float = 0.0
     latencies_ms: list[float] = []
@@ -207,16 +208,18 @@ async def run_config(
         result.worker_cpu_s = workers.cpu_seconds() - cpu
         progress(f"{name}: {len(backlog)} events stored in {result.drain_s:.2f} s")
 
-        for fraction in cfg.latency_fractions if cfg.latency_s > 0 else []:
-            run = Latency(fraction=fraction, target_rate=fraction * result.events / result.drain_s)
+        runs = [(f, n) for n in cfg.latency_sessions for f in cfg.latency_fractions]
+        for fraction, sessions in runs if cfg.latency_s > 0 else []:
+            run = Latency(fraction=fraction, sessions=sessions,
+                          target_rate=fraction * result.events / result.drain_s)  # fmt: skip
             count = max(1, int(run.target_rate * cfg.latency_s))
-            tag = f"{name}-lat{fraction:g}-s"
-            calls = [maker.call(f"{tag}{i % cfg.latency_sessions}", i) for i in range(count)]
+            tag = f"{latency_tag(name, run)}-s"  # count_rows matches "<tag>-%"
+            calls = [maker.call(f"{tag}{i % sessions}", i) for i in range(count)]
             run.latencies_ms, run.missing, run.published_rate = await steady(
                 producer, client, workers, calls, run.target_rate
             )
             result.latency.append(run)
-            progress(f"{name}: latency run at {fraction:.0%} done")
+            progress(f"{name}: latency run at {fraction:.0%} over {sessions} sessions done")
         if bad := await other_outcomes(client, KEYS):
             progress(f"warning: {name}: outcomes other than stored: {bad}")
     finally:
@@ -228,8 +231,13 @@ async def run_config(
         raise SystemExit(f"{name}: SQLite holds a different number of processed events")
     result.drain_calls = count_rows(data_dir, "token_usage", f"{name}-tp")
     for run in result.latency:
-        run.calls = count_rows(data_dir, "token_usage", f"{name}-lat{run.fraction:g}")
+        run.calls = count_rows(data_dir, "token_usage", latency_tag(name, run))
     return result
+
+
+def latency_tag(name: str, run: Latency) -> str:
+    """The session-id prefix of one latency run (its rows are counted by it)."""
+    return f"{name}-lat{run.fraction:g}-n{run.sessions}"
 
 
 def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
@@ -263,9 +271,10 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
     if cfg.latency_s <= 0:
         return
     fractions = ", ".join(f"{f:.0%}" for f in cfg.latency_fractions)
+    spreads = ", ".join(str(n) for n in cfg.latency_sessions)
     print(
         f"\nPublish → broadcast latency at {fractions} of each row's drain rate: "
-        f"{cfg.latency_s:g} s of steady publishing spread over {cfg.latency_sessions} sessions; "
+        f"{cfg.latency_s:g} s of steady publishing spread round-robin over {spreads} sessions; "
         "publish time taken before the call, receive time when the bench's subscriber to "
         f"`{KEYS.observations}` reads the message.\n"
     )
@@ -275,14 +284,14 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
             ms = run.latencies_ms
             per_call = round(len(ms) / run.calls, 2) if run.calls else "-"
             rows.append([
-                r.processes, r.batch, f"{run.fraction:.0%}", round(run.target_rate),
+                r.processes, r.batch, run.sessions, f"{run.fraction:.0%}", round(run.target_rate),
                 round(run.published_rate), len(ms),
                 *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
                 round(max(ms)) if ms else "-",
                 run.missing, per_call,
             ])  # fmt: skip
-    headers = ["processes", "batch", "of drain rate", "target events/s", "published events/s",
-               "events", "p50 ms", "p99 ms", "max ms", "missing",
+    headers = ["processes", "batch", "sessions", "of drain rate", "target events/s",
+               "published events/s", "events", "p50 ms", "p99 ms", "max ms", "missing",
                "events per observer call"]  # fmt: skip
     print(markdown_table(headers, rows))
 
@@ -300,7 +309,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--latency-seconds", type=float, default=6, help="0 skips the latency runs")
     p.add_argument("--latency-fractions", default="0.5,0.25",
                    help="of the drain rate, comma-separated")  # fmt: skip
-    p.add_argument("--latency-sessions", type=int, default=200, help="sessions to spread over")
+    p.add_argument("--latency-sessions", default="200",
+                   help="sessions to spread over, comma-separated (a run for each)")  # fmt: skip
     p.add_argument("--chroma", default="off", choices=["off", "on"],
                    help="MEMQ_CHROMA; `on` adds the embedded index's embedding work")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
@@ -315,7 +325,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         batch_wait_ms=a.batch_wait_ms,
         latency_s=a.latency_seconds,
         latency_fractions=[float(f) for f in a.latency_fractions.split(",")],
-        latency_sessions=a.latency_sessions,
+        latency_sessions=[int(v) for v in a.latency_sessions.split(",")],
         chroma=a.chroma,
         workdir=a.workdir,
     )
