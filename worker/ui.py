@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import msgspec
 from redis.asyncio import Redis
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from pipeline.events import Identifier
 from worker.errors import ConfigError
 from worker.fanout import FanoutConsumer, FeedItem, decode_entry, parse_feed_id
 from worker.keys import Keys
@@ -116,10 +118,22 @@ async def feed_after(redis: Redis, keys: Keys, last_id: str) -> AsyncIterator[Fe
             return
 
 
+def is_session_id(value: str) -> bool:
+    """True when `value` is a session id as events carry them (so a filter can match)."""
+    try:
+        msgspec.convert(value, Identifier)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
 async def event_stream(
-    hub: FeedHub, redis: Redis, keys: Keys, last_id: str | None
+    hub: FeedHub, redis: Redis, keys: Keys, last_id: str | None, session: str | None = None
 ) -> AsyncIterator[str]:
-    """Replay the feed after `last_id`, then follow it live; each row once, in feed order."""
+    """Replay the feed after `last_id`, then follow it live; each row once, in feed order.
+
+    With `session`, only that session's rows are sent (a session page needs no others).
+    """
     queue = hub.subscribe()  # before the replay: nothing falls between the two
     try:
         yield "retry: 2000\n\n"
@@ -127,7 +141,8 @@ async def event_stream(
         if last_id:
             async for item in feed_after(redis, keys, last_id):
                 last = parse_feed_id(item.feed_id)
-                yield sse_message(item)
+                if session is None or item.row.memory_session_id == session:
+                    yield sse_message(item)
         while True:
             try:
                 got = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
@@ -140,7 +155,8 @@ async def event_stream(
             if last is not None and position <= last:
                 continue
             last = position
-            yield sse_message(got)
+            if session is None or got.row.memory_session_id == session:
+                yield sse_message(got)
     finally:
         hub.unsubscribe(queue)
 
@@ -179,8 +195,18 @@ def build_app(deps: UiDeps) -> Starlette:
 
     async def session(request: Request) -> Response:
         sid = request.path_params["sid"]
+        last = await deps.redis.xrevrange(deps.keys.feed, count=1)  # before the rows
         entries = await deps.store.timeline(sid)
-        return HTMLResponse(session_page(sid, entries, deps.types))
+        # An id no event could carry gets no server-side filter; the script still filters.
+        query = urlencode({"session": sid}) if is_session_id(sid) else ""
+        html = session_page(
+            sid,
+            entries,
+            deps.types,
+            last_event_id=_text(last[0][0]) if last else "",
+            events_url=f"/events?{query}" if query else "/events",
+        )
+        return HTMLResponse(html)
 
     async def events(request: Request) -> Response:
         last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
@@ -189,8 +215,11 @@ def build_app(deps: UiDeps) -> Starlette:
                 parse_feed_id(last_id)
             except ValueError:
                 return JSONResponse({"error": "Last-Event-ID is not a feed id"}, 400)
+        only = request.query_params.get("session")
+        if only is not None and not is_session_id(only):
+            return JSONResponse({"error": "session is not a session id"}, 400)
         return StreamingResponse(
-            event_stream(hub, deps.redis, deps.keys, last_id),
+            event_stream(hub, deps.redis, deps.keys, last_id, only),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -154,18 +154,27 @@ APP_JS = r"""
       .catch(() => {});
   }
 
+  // One script for both pages: the index shows the newest first, a session page (its
+  // #feed says data-order="oldest-first" and filters to its session) adds at the end.
   if (feed) {
     const filters = JSON.parse(feed.dataset.filters || "{}");
+    const oldestFirst = feed.dataset.order === "oldest-first";
     let fresh = 0;
+    let state = "";  // the connection: live, reconnecting or closed
+    let note = "";  // what arrived since the page loaded
+    const show = () => { status.textContent = [state, note].filter(Boolean).join(" "); };
     const start = feed.dataset.lastEventId;
-    const query = start ? "?last_event_id=" + encodeURIComponent(start) : "";
-    const source = new EventSource("/events" + query);
+    const base = feed.dataset.events || "/events";
+    const join = base.includes("?") ? "&" : "?";
+    const query = start ? join + "last_event_id=" + encodeURIComponent(start) : "";
+    const source = new EventSource(base + query);
     const onRow = (event) => {
       const row = JSON.parse(event.data);
       if (document.getElementById("row-" + row.kind + "-" + row.id)) return;
       if (filters.q) {
         fresh += 1;
-        status.textContent = fresh + " new since this search: clear it to see them.";
+        note = fresh + " new since this search: clear it to see them.";
+        show();
         return;
       }
       if (!matches(row, filters)) return;
@@ -173,17 +182,28 @@ APP_JS = r"""
       if (empty) empty.remove();
       const node = renderCard(row);
       node.classList.add("fresh");
-      feed.prepend(node);
+      if (oldestFirst) feed.append(node); else feed.prepend(node);
       setTimeout(() => node.classList.remove("fresh"), 100);
       fresh += 1;
       const noun = fresh === 1 ? " new item" : " new items";
-      status.textContent = fresh + noun + " since the page loaded.";
+      note = fresh + noun + " since the page loaded.";
+      show();
     };
     source.addEventListener("observation", onRow);
     source.addEventListener("summary", onRow);
-    source.addEventListener("open", () => { document.body.dataset.live = "on"; });
-    source.addEventListener("error", () => { document.body.dataset.live = "reconnecting"; });
-    setInterval(refreshStats, 5000);
+    source.addEventListener("open", () => {
+      document.body.dataset.live = "on";
+      state = "Live.";
+      show();
+    });
+    // The browser reconnects by itself, sending the last id it saw (Last-Event-ID).
+    source.addEventListener("error", () => {
+      const closed = source.readyState === EventSource.CLOSED;
+      document.body.dataset.live = closed ? "off" : "reconnecting";
+      state = closed ? "Disconnected: reload the page to resume." : "Reconnecting…";
+      show();
+    });
+    if (document.getElementById("stats")) setInterval(refreshStats, 5000);
   }
 })();
 """

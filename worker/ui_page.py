@@ -121,9 +121,14 @@ def index_page(
 
 
 def session_page(
-    session_id: str, entries: Sequence[TimelineEntry], types: Mapping[str, TypeLabel]
+    session_id: str,
+    entries: Sequence[TimelineEntry],
+    types: Mapping[str, TypeLabel],
+    *,
+    last_event_id: str = "",
+    events_url: str = "/events",
 ) -> str:
-    """One session: user prompts, observations and summaries in the order they happened."""
+    """One session: prompts, observations and summaries in order; the session's new rows live."""
     parts: list[str] = []
     for entry in entries:
         if entry.kind == "prompt":
@@ -137,11 +142,18 @@ def session_page(
         elif entry.row is not None:
             parts.append(card(entry.row, types))
     items = "".join(parts) or '<p class="empty">No activity stored for this session.</p>'
+    # The index's script follows the feed here too: these attributes tell it which session
+    # to keep and that new rows go at the end (the timeline is oldest first).
+    filters = escape(msgspec.json.encode(Filters(session=session_id)).decode())
     body = (
         f'<p><a href="/">← All observations</a></p>'
         f'<section aria-labelledby="session-title"><h2 id="session-title">Session '
         f"<code>{escape(session_id)}</code></h2>"
-        f'<div class="timeline">{items}</div></section>'
+        '<p id="live-status" class="status" role="status" aria-live="polite"></p>'
+        f'<div id="feed" class="timeline" data-order="oldest-first"'
+        f' data-events="{escape(events_url)}" data-last-event-id="{escape(last_event_id)}"'
+        f' data-filters="{filters}">{items}</div></section>'
+        f"{_card_template()}"
     )
     return layout(f"memq · session {session_id}", body, types)
 

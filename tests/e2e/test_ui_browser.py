@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,7 +14,8 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.feed_rows import announce, observation, store_rows
-from tests.support.ui_harness import running_ui
+from tests.support.feed_rows import prompt as prompt_record
+from tests.support.ui_harness import running_ui, ui_settings
 from tests.support.worker_harness import drain, make_settings, prompt, running_runtime, tool_call
 from worker.keys import Keys
 from worker.producer import Producer
@@ -101,3 +104,78 @@ async def test_a_published_event_appears_live_is_found_and_opens_its_session(
         await _screenshot(page, tmp_path, "ui-session.png")
         assert errors == []
         await page.close()
+
+
+async def test_a_session_page_shows_its_own_new_rows_live_and_resumes_after_a_drop(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, browser: Browser
+) -> None:
+    settings = ui_settings(tmp_path, redis_url)
+    keys = Keys(settings.prefix)
+    store = SqliteStore(settings.data_path / "memq.db")
+
+    async def add(session: str, n: int, title: str) -> None:
+        rows = await store_rows(
+            store, session=session, observations=[observation(n, session=session, title=title)]
+        )
+        await announce(arq_redis, keys, store, rows)
+
+    await store_rows(store, session="live-s1", prompts=[prompt_record(1, "tidy the parser",
+                     session="live-s1")])  # fmt: skip
+    await add("live-s1", 2, "Stored before the page opened")
+    port = _free_port()
+    page = await browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    timeline = page.locator("#feed.timeline > article")
+    status = page.locator("#live-status")
+    try:
+        async with running_ui(settings, port=port) as url:
+            await page.goto(f"{url}sessions/live-s1")
+            await expect(page.locator("body")).to_have_attribute("data-live", "on", timeout=5000)
+            await expect(status).to_have_attribute("aria-live", "polite")
+            await expect(status).to_contain_text("Live")
+            await expect(timeline).to_have_count(2)
+
+            # Another session's row first, then this session's: only the latter shows, as text.
+            await add("live-s2", 3, "Row of another session")
+            await add("live-s1", 4, HOSTILE)
+            await expect(timeline).to_have_count(3, timeout=2000)  # live, no reload
+            await expect(timeline.nth(2).locator(".title")).to_have_text(HOSTILE)
+            await expect(timeline.nth(2)).to_have_class(re.compile(r"\bcard\b"))
+            await expect(status).to_contain_text("1 new item")
+            assert await page.evaluate("window.__pwned") is None
+
+        # The server is gone: the page says so, and rows stored meanwhile are not lost.
+        await expect(page.locator("body")).to_have_attribute(
+            "data-live", "reconnecting", timeout=5000
+        )
+        await expect(status).to_contain_text("Reconnecting")
+        await add("live-s1", 5, "Stored while the page was cut off")
+        await add("live-s2", 6, "Another session while cut off")
+        async with running_ui(settings, port=port):
+            await expect(status).to_contain_text("Live", timeout=10_000)
+            await expect(timeline).to_have_count(4, timeout=5000)
+            await add("live-s1", 7, "Stored after the reconnect")
+            await expect(timeline).to_have_count(5, timeout=2000)
+            titles = await timeline.locator(".title").all_inner_texts()
+            assert titles == [
+                "Stored before the page opened",
+                HOSTILE,
+                "Stored while the page was cut off",
+                "Stored after the reconnect",
+            ]  # in order, each once: nothing repeated or skipped across the reconnect
+            await expect(page.locator("#feed")).not_to_contain_text(
+                re.compile("another session", re.I)
+            )
+            await expect(status).to_contain_text("Live. 3 new items")
+            await _screenshot(page, tmp_path, "ui-session-live.png")
+        assert errors == []
+    finally:
+        await page.close()
+        await store.aclose()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -19,12 +19,14 @@ def ui_settings(data_dir: Path, redis_url: str, **extra: str) -> Settings:
 
 
 @asynccontextmanager
-async def running_ui(settings: Settings, host: str = "127.0.0.1") -> AsyncIterator[str]:
+async def running_ui(
+    settings: Settings, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
     """Serve the UI until the block ends; yields its base URL (ending in `/`)."""
     stop = asyncio.Event()
     listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        run_ui(settings, host=host, port=0, stop=stop, on_listening=listening.set_result)
+        run_ui(settings, host=host, port=port, stop=stop, on_listening=listening.set_result)
     )
     await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
     if task.done():

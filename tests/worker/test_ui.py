@@ -6,7 +6,9 @@ import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -65,9 +67,10 @@ async def _feed_ids(redis: aioredis.Redis) -> list[str]:
 
 
 async def _announce_new(
-    redis: aioredis.Redis, store: SqliteStore, *numbers: int, **kw: str
+    redis: aioredis.Redis, store: SqliteStore, *numbers: int, session: str = "s1", **kw: str
 ) -> list[StoredRow]:
-    rows = await store_rows(store, observations=[observation(n, **kw) for n in numbers])
+    observations = [observation(n, session=session, **kw) for n in numbers]
+    rows = await store_rows(store, session=session, observations=observations)
     await announce(redis, KEYS, store, rows)
     return rows
 
@@ -116,6 +119,40 @@ async def test_a_malformed_last_event_id_is_refused(base_url: str) -> None:
     async with httpx.AsyncClient(base_url=base_url) as client:
         response = await client.get("/events", headers={"Last-Event-ID": "yesterday"})
     assert response.status_code == 400
+
+
+async def test_events_for_one_session_replay_and_follow_only_that_session(
+    base_url: str, redis: aioredis.Redis, store: SqliteStore
+) -> None:
+    for n, session in enumerate(["A", "B", "A", "B"], 1):
+        await _announce_new(redis, store, n, session=session, title=f"{session} {n}")
+    a1, _, a3, _ = await _feed_ids(redis)
+    async with (
+        httpx.AsyncClient(base_url=base_url) as client,
+        client.stream(
+            "GET", "/events", params={"session": "A"}, headers={"Last-Event-ID": a1}
+        ) as response,
+    ):
+        assert response.status_code == 200
+        reader = asyncio.create_task(_read_events(response, 2))
+        await asyncio.sleep(0.1)
+        await _announce_new(redis, store, 5, session="B", title="B 5")
+        await _announce_new(redis, store, 6, session="A", title="A 6")
+        events = await reader
+    a6 = (await _feed_ids(redis))[-1]
+    assert [e["id"] for e in events] == [a3, a6]
+    assert [json.loads(e["data"])["title"] for e in events] == ["A 3", "A 6"]
+
+
+@pytest.mark.parametrize("session", ["", "a b", "tab\there", "{hashtag}", "x" * 201, "bell\x07"])
+async def test_a_malformed_session_filter_is_refused_in_one_line(
+    base_url: str, session: str
+) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.get("/events", params={"session": session})
+    assert response.status_code == 400
+    assert "\n" not in response.text.strip()
+    assert response.json() == {"error": "session is not a session id"}
 
 
 @pytest.mark.parametrize(
@@ -301,6 +338,57 @@ async def test_a_session_view_shows_prompts_observations_and_summaries_in_order(
     positions = [page.index(t) for t in texts]
     assert positions == sorted(positions)
     assert "observation 5" not in page
+
+
+class _Attributes(HTMLParser):
+    """The attributes of every element with an id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_id: dict[str, dict[str, str | None]] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if found.get("id"):
+            self.by_id[str(found["id"])] = found
+
+
+def _elements(html: str) -> dict[str, dict[str, str | None]]:
+    parser = _Attributes()
+    parser.feed(html)
+    return parser.by_id
+
+
+@pytest.mark.parametrize(
+    ("sid", "events_url"),
+    [("s1", "/events?session=s1"), ("ci&42", "/events?session=ci%2642"),
+     ("has space", "/events")],
+)  # fmt: skip
+async def test_the_session_page_tells_the_script_what_to_follow(
+    base_url: str, redis: aioredis.Redis, store: SqliteStore, sid: str, events_url: str
+) -> None:
+    await _announce_new(redis, store, 1, session=sid)
+    await _announce_new(redis, store, 2, session="other")
+    last = (await _feed_ids(redis))[-1]
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        page = await client.get(f"/sessions/{quote(sid, safe='')}")
+    elements = _elements(page.text)
+    feed = elements["feed"]
+    assert feed["class"] == "timeline"
+    assert feed["data-order"] == "oldest-first"
+    assert feed["data-events"] == events_url
+    assert feed["data-last-event-id"] == last
+    assert json.loads(feed["data-filters"] or "")["session"] == sid
+    status = elements["live-status"]
+    assert (status["role"], status["aria-live"]) == ("status", "polite")
+    assert "card-template" in elements
+    assert '<script src="/app.js" defer></script>' in page.text
+
+
+async def test_an_empty_feed_gives_the_session_page_no_start(base_url: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        page = await client.get("/sessions/s1")
+    assert _elements(page.text)["feed"]["data-last-event-id"] == ""
 
 
 async def test_the_operator_panel_figures_are_served(base_url: str, redis: aioredis.Redis) -> None:
