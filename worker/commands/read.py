@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import msgspec
 import typer
 
 from worker.commands.context import exit_codes, settings_from_environment
 from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.storage.protocol import Store
 
 T = TypeVar("T")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
@@ -32,16 +35,9 @@ def observations(
     as_json: JsonFlag = False,
 ) -> None:
     """Newest stored observations and summaries first."""
-    from worker.storage.factory import open_store
-
-    async def read(settings: Settings) -> list[Any]:
-        store = open_store(settings)
-        try:
-            return await store.observations(memory_session_id=session, project=project, limit=limit)
-        finally:
-            await store.aclose()
-
-    rows = _run(read)
+    rows = _from_store(
+        lambda store: store.observations(memory_session_id=session, project=project, limit=limit)
+    )
     if as_json:
         print(msgspec.json.encode(rows).decode())
         return
@@ -60,16 +56,7 @@ def sessions(
     as_json: JsonFlag = False,
 ) -> None:
     """Memory sessions with their prompt, observation and summary counts."""
-    from worker.storage.factory import open_store
-
-    async def read(settings: Settings) -> list[Any]:
-        store = open_store(settings)
-        try:
-            return await store.sessions(project=project, limit=limit)
-        finally:
-            await store.aclose()
-
-    rows = _run(read)
+    rows = _from_store(lambda store: store.sessions(project=project, limit=limit))
     if as_json:
         print(msgspec.json.encode(rows).decode())
         return
@@ -135,6 +122,20 @@ def _budget_line(budget: dict[str, Any]) -> str:
         f"budget {budget['day']} UTC: {budget['used']} of {limit} tokens;"
         f" per project (limit {per_project}): {projects}"
     )
+
+
+def _from_store(read: Callable[[Store], Coroutine[Any, Any, T]]) -> T:
+    """What `read` returns from the Store the settings name, closed afterwards."""
+    from worker.storage.factory import open_store
+
+    async def run(settings: Settings) -> T:
+        store = open_store(settings)
+        try:
+            return await read(store)
+        finally:
+            await store.aclose()
+
+    return _run(run)
 
 
 def _run(read: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+
+from worker.storage.rows import SHARED_COLUMNS, RowSelects
 
 UPSERT_SESSION = """
 INSERT INTO sessions AS s (memory_session_id, project, fence, started_at, last_activity_at,
@@ -70,53 +71,15 @@ SELECT event_id FROM processed_events
 WHERE memory_session_id = $1 AND event_id = ANY($2::text[])
 """
 
-# $1 cutoff (ISO text), $2 LIKE pattern of the ids kept, $3 rows per statement.
-PRUNE_PROCESSED = """
-DELETE FROM processed_events WHERE (memory_session_id, event_id) IN (
-    SELECT memory_session_id, event_id FROM processed_events
-    WHERE processed_at < $1 AND event_id NOT LIKE $2 LIMIT $3
-)
-"""
-
 # Columns in the order rows.stored_row maps; JSON lists come back as text.
-_SHARED = "id, memory_session_id, project, created_at, created_at_epoch_ms, prompt_number"
-_OBSERVATION_COLUMNS = (
-    f"'observation'::text AS kind, {_SHARED}, type, title, subtitle, facts::text, narrative,"
-    " concepts::text, files_read::text, files_modified::text, NULL::text, NULL::text,"
-    " NULL::text, NULL::text, NULL::text, NULL::text"
+SELECTS = RowSelects(
+    f"'observation'::text AS kind, {SHARED_COLUMNS}, type, title, subtitle, facts::text,"
+    " narrative, concepts::text, files_read::text, files_modified::text, NULL::text,"
+    " NULL::text, NULL::text, NULL::text, NULL::text, NULL::text",
+    f"'summary'::text AS kind, {SHARED_COLUMNS}, NULL::text, NULL::text, NULL::text,"
+    " NULL::text, NULL::text, NULL::text, NULL::text, NULL::text,"
+    " request, investigated, learned, completed, next_steps, notes",
 )
-_SUMMARY_COLUMNS = (
-    f"'summary'::text AS kind, {_SHARED}, NULL::text, NULL::text, NULL::text, NULL::text,"
-    " NULL::text, NULL::text, NULL::text, NULL::text,"
-    " request, investigated, learned, completed, next_steps, notes"
-)
-
-
-def select_stored_rows(conditions: Sequence[str], limit_param: str, *, newest_first: bool) -> str:
-    """Observations and summaries merged in time order, at most `limit_param` (e.g. `$1`).
-
-    `conditions` are fixed SQL fragments (never user text), ANDed, applied to both tables.
-    """
-    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    direction = "DESC" if newest_first else "ASC"
-    order = f"ORDER BY created_at_epoch_ms {direction}, id {direction}"
-    # Each arm is limited on its own index first, so the merge sorts at most twice limit rows.
-    return (
-        f"SELECT * FROM (SELECT {_OBSERVATION_COLUMNS} FROM observations {where} {order}"
-        f" LIMIT {limit_param}) AS o"
-        f" UNION ALL SELECT * FROM (SELECT {_SUMMARY_COLUMNS} FROM summaries {where} {order}"
-        f" LIMIT {limit_param}) AS m {order}, kind {direction} LIMIT {limit_param}"
-    )
-
-
-def select_one_kind(kind: str, where: str, order: str = "") -> str:
-    """Rows of one table in the shape rows.stored_row maps; fixed SQL fragments only."""
-    table, columns = (
-        ("observations", _OBSERVATION_COLUMNS)
-        if kind == "observation"
-        else ("summaries", _SUMMARY_COLUMNS)
-    )
-    return f"SELECT {columns} FROM {table} WHERE {where} {order}"
 
 
 SELECT_SESSIONS = """

@@ -37,6 +37,12 @@ _SUMMARY_SEARCH = _weighted(
     ]
 )
 
+# The leading columns of every table whose rows belong to one session.
+_SESSION_ROW = """id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            memory_session_id TEXT COLLATE "C" NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT COLLATE "C" NOT NULL"""
+
 # Timestamps are ISO 8601 UTC text with milliseconds (as on SQLite, so rows read back alike
 # and sort in time order) next to an epoch-ms BIGINT where queries order or filter by time.
 # Keys and timestamps are COLLATE "C": byte order as on SQLite, whatever the database locale.
@@ -60,11 +66,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX sessions_activity ON sessions (last_activity_at, memory_session_id)",
         """CREATE INDEX sessions_project_activity
             ON sessions (project, last_activity_at, memory_session_id)""",
-        """CREATE TABLE user_prompts (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT COLLATE "C" NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT COLLATE "C" NOT NULL,
+        f"""CREATE TABLE user_prompts (
+            {_SESSION_ROW},
             prompt_number INTEGER NOT NULL,
             prompt_text TEXT NOT NULL,
             created_at TEXT COLLATE "C" NOT NULL,
@@ -72,10 +75,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             UNIQUE (memory_session_id, event_id)
         )""",
         f"""CREATE TABLE observations (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT COLLATE "C" NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT COLLATE "C" NOT NULL,
+            {_SESSION_ROW},
             type TEXT NOT NULL,
             title TEXT,
             subtitle TEXT,
@@ -104,10 +104,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON observations (created_at_epoch_ms, id) WHERE announced_at IS NULL""",
         "CREATE INDEX observations_search ON observations USING GIN (search)",
         f"""CREATE TABLE summaries (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT COLLATE "C" NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT COLLATE "C" NOT NULL,
+            {_SESSION_ROW},
             request TEXT,
             investigated TEXT,
             learned TEXT,
@@ -135,11 +132,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             processed_at TEXT COLLATE "C" NOT NULL,
             PRIMARY KEY (memory_session_id, event_id)
         )""",
-        """CREATE TABLE dropped_outputs (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT COLLATE "C" NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT COLLATE "C" NOT NULL,
+        f"""CREATE TABLE dropped_outputs (
+            {_SESSION_ROW},
             category TEXT NOT NULL,
             raw TEXT NOT NULL,
             event_ids JSONB NOT NULL DEFAULT '[]',
@@ -150,11 +144,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at, id)",
         "CREATE INDEX dropped_outputs_session ON dropped_outputs (memory_session_id)",
-        """CREATE TABLE token_usage (
-            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            memory_session_id TEXT COLLATE "C" NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT COLLATE "C" NOT NULL,
+        f"""CREATE TABLE token_usage (
+            {_SESSION_ROW},
             provider TEXT NOT NULL,
             model TEXT NOT NULL,
             input_tokens BIGINT NOT NULL,

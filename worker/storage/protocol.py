@@ -127,7 +127,7 @@ class Store(Protocol):
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
 
-    # The search side: vector outbox, full-text search, lookups (worker/storage/sqlite_index.py).
+    # The search side: vector outbox, full-text search, lookups (worker/storage/sql_index.py).
 
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int

@@ -221,45 +221,45 @@ def stored_summary(row_id: int, s: SummaryRecord) -> StoredRow:
     )
 
 
-_SHARED = "id, memory_session_id, project, created_at, created_at_epoch_ms, prompt_number"
-_OBSERVATION_COLUMNS = (
-    f"'observation' AS kind, {_SHARED}, type, title, subtitle, facts, narrative, concepts,"
-    " files_read, files_modified, NULL, NULL, NULL, NULL, NULL, NULL"
-)
-_SUMMARY_COLUMNS = (
-    f"'summary' AS kind, {_SHARED}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " request, investigated, learned, completed, next_steps, notes"
-)
+class RowSelects:
+    """SELECTs in the shape stored_row maps, for one backend's spelling of the columns.
 
-
-def select_stored_rows(conditions: Sequence[str], *, newest_first: bool) -> str:
-    """Observations and summaries merged in time order; named parameter :limit.
-
-    `conditions` are fixed SQL fragments (never user text), ANDed, applied to both tables.
+    Every `conditions`, `where` and `order` is a fixed SQL fragment (never user text).
     """
-    where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    direction = "DESC" if newest_first else "ASC"
-    order = f"ORDER BY created_at_epoch_ms {direction}, id {direction}"
-    # Each arm is limited on its own index first, so the merge sorts at most twice limit rows.
-    return (
-        f"SELECT * FROM (SELECT {_OBSERVATION_COLUMNS} FROM observations {where} {order}"
-        " LIMIT :limit)"
-        f" UNION ALL SELECT * FROM (SELECT {_SUMMARY_COLUMNS} FROM summaries {where} {order}"
-        f" LIMIT :limit) {order}, kind {direction} LIMIT :limit"
-    )
+
+    def __init__(self, observation_columns: str, summary_columns: str) -> None:
+        self._columns = {"observation": observation_columns, "summary": summary_columns}
+
+    def merged(self, conditions: Sequence[str], limit_param: str, *, newest_first: bool) -> str:
+        """Observations and summaries merged in time order, at most `limit_param` (`$1`, `?1`).
+
+        `conditions` are ANDed and applied to both tables.
+        """
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        direction = "DESC" if newest_first else "ASC"
+        order = f"ORDER BY created_at_epoch_ms {direction}, id {direction}"
+        # Each arm is limited on its own index first, so the merge sorts at most twice limit rows.
+        return (
+            f"SELECT * FROM (SELECT {self._columns['observation']} FROM observations {where}"
+            f" {order} LIMIT {limit_param}) AS o"
+            f" UNION ALL SELECT * FROM (SELECT {self._columns['summary']} FROM summaries {where}"
+            f" {order} LIMIT {limit_param}) AS m {order}, kind {direction} LIMIT {limit_param}"
+        )
+
+    def one_kind(self, kind: str, where: str, order: str = "") -> str:
+        """Rows of one table (`observation` or `summary`)."""
+        table = "observations" if kind == "observation" else "summaries"
+        return f"SELECT {self._columns[kind]} FROM {table} WHERE {where} {order}"
 
 
-def select_one_kind(kind: str, where: str, order: str = "") -> str:
-    """Rows of one table (`observation` or `summary`) in the shape stored_row maps.
-
-    `where` and `order` are fixed SQL fragments (never user text).
-    """
-    table, columns = (
-        ("observations", _OBSERVATION_COLUMNS)
-        if kind == "observation"
-        else ("summaries", _SUMMARY_COLUMNS)
-    )
-    return f"SELECT {columns} FROM {table} WHERE {where} {order}"
+# Columns in the order stored_row maps.
+SHARED_COLUMNS = "id, memory_session_id, project, created_at, created_at_epoch_ms, prompt_number"
+SQLITE_SELECTS = RowSelects(
+    f"'observation' AS kind, {SHARED_COLUMNS}, type, title, subtitle, facts, narrative,"
+    " concepts, files_read, files_modified, NULL, NULL, NULL, NULL, NULL, NULL",
+    f"'summary' AS kind, {SHARED_COLUMNS}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+    " request, investigated, learned, completed, next_steps, notes",
+)
 
 
 def _list_or_none(text: str | None) -> list[str] | None:
@@ -267,7 +267,7 @@ def _list_or_none(text: str | None) -> list[str] | None:
 
 
 def stored_row(row: Sequence[Any]) -> StoredRow:
-    """Map a row of select_stored_rows to a StoredRow."""
+    """Map a row of a RowSelects query to a StoredRow."""
     return StoredRow(
         kind=row[0],
         id=row[1],

@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
 from worker.storage import rows as db
 from worker.storage import sqlite_batch as batch_writes
 from worker.storage import sqlite_queries as queries
-from worker.storage.protocol import (
-    IMPORTED_EVENT_PREFIX,
-    PRUNE_CHUNK_ROWS,
-    StoreError,
-    check_one_session,
-)
-from worker.storage.records import (
-    BatchResult,
-    BatchWrite,
-    DroppedRow,
-    SessionRow,
-    StoreCounts,
-    StoredRow,
-)
+from worker.storage.protocol import PRUNE_CHUNK_ROWS, StoreError
+from worker.storage.records import BatchResult, BatchWrite, StoredRow
+from worker.storage.sql_conn import Params, Query, Row
+from worker.storage.sql_store import SqlStore, one_line, utc_now
 from worker.storage.sqlite_batch import in_connection_thread
 from worker.storage.sqlite_index import SqliteIndexQueries
 from worker.storage.sqlite_schema import configure, migrate_schema, rollback
@@ -35,27 +28,61 @@ from worker.storage.sqlite_schema import configure, migrate_schema, rollback
 # RETURNING and UPSERT need SQLite 3.35.
 _MIN_SQLITE = (3, 35, 0)
 
-_PRUNE_PROCESSED = """
-DELETE FROM processed_events WHERE (memory_session_id, event_id) IN (
-    SELECT memory_session_id, event_id FROM processed_events
-    WHERE processed_at < ? AND event_id NOT LIKE ? LIMIT ?
-)
-"""
+
+# A numbered placeholder as PostgreSQL spells it; SQLite's spelling of the same is ?1.
+_DOLLAR_PARAM = re.compile(r"\$(\d+)")
 
 
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
+@functools.lru_cache(maxsize=256)
+def _sqlite_spelling(sql: str) -> str:
+    return _DOLLAR_PARAM.sub(r"?\1", sql)
 
 
-class SqliteStore(SqliteIndexQueries):
+class SqliteConn:
+    """An aiosqlite connection as the shared Store logic calls it.
+
+    Statements may number their placeholders as the shared ones do ($1); SQLite reads ?1.
+    """
+
+    def __init__(self, raw: aiosqlite.Connection) -> None:
+        self.raw = raw
+
+    async def fetch(self, sql: str, params: Params = ()) -> Sequence[Row]:
+        """Every row the statement returns."""
+        return list(await self.raw.execute_fetchall(_sqlite_spelling(sql), params))
+
+    async def fetchrow(self, sql: str, params: Params = ()) -> Row | None:
+        """The first row the statement returns, or None."""
+        # execute_fetchall: one hop to aiosqlite's thread, where a cursor would take three.
+        found = list(await self.raw.execute_fetchall(_sqlite_spelling(sql), params))
+        return found[0] if found else None
+
+    async def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one statement; how many rows it changed."""
+        cursor = await self.raw.execute(_sqlite_spelling(sql), params)
+        return cursor.rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per parameter row."""
+        await self.raw.executemany(_sqlite_spelling(sql), rows)
+
+
+class SqliteStore(SqliteIndexQueries, SqlStore):
     """The Store on one SQLite file, shared safely by the worker processes of one machine.
 
     The connection opens (and the schema migrates) on first use; one instance runs one
     operation at a time, other instances and processes wait on SQLite's busy timeout.
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    _SELECT_PROCESSED = (
+        "SELECT event_id FROM processed_events WHERE memory_session_id = ?"
+        " AND event_id IN (SELECT value FROM json_each(?))"
+    )
+    _SELECT_COUNTS = queries.SELECT_COUNTS
+
+    def __init__(self, path: Path, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._path = path
+        self._where = str(path)
         self._clock = clock
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
@@ -67,58 +94,19 @@ class SqliteStore(SqliteIndexQueries):
 
     async def migrate(self) -> None:
         """Create or upgrade the schema to the current version."""
-        async with self._use() as conn:
-            await migrate_schema(conn, self._path)
+        async with self._connection() as raw:
+            await migrate_schema(raw, self._path)
 
-    async def ping(self) -> None:
-        """Raise StoreError when the database cannot be opened or read."""
-        async with self._use() as conn:
-            await conn.execute_fetchall("SELECT 1")
-
-    async def write_batch(self, batch: BatchWrite) -> BatchResult:
-        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
-        check_one_session(batch)
-        now = db.iso_utc(batch.occurred_at or self._clock())
-        async with self._use() as conn:
+    async def _write_batch(self, batch: BatchWrite, now: str) -> BatchResult:
+        async with self._connection() as raw:
             return await in_connection_thread(
-                conn, lambda raw, cancelled: batch_writes.write_batch(raw, cancelled, batch, now)
+                raw, lambda conn, cancelled: batch_writes.write_batch(conn, cancelled, batch, now)
             )
-
-    async def processed_event_ids(
-        self, memory_session_id: str, event_ids: Sequence[str]
-    ) -> set[str]:
-        """The subset of event_ids already processed for the session."""
-        if not event_ids:
-            return set()
-        async with self._use() as conn:
-            found = await conn.execute_fetchall(
-                "SELECT event_id FROM processed_events WHERE memory_session_id = ?"
-                " AND event_id IN (SELECT value FROM json_each(?))",
-                (memory_session_id, db.json_list(event_ids)),
-            )
-        return {row[0] for row in found}
 
     async def prune_processed(self, older_than: datetime) -> int:
         """Forget processed event ids recorded before `older_than` (never imported ones);
         returns how many were deleted."""
-        params = (db.iso_utc(older_than), IMPORTED_EVENT_PREFIX + "%", PRUNE_CHUNK_ROWS)
-        pruned = 0
-        while True:
-            # A transaction per chunk: the write lock (and this store) is free in between,
-            # so turns keep committing while a large backlog is pruned.
-            async with self._transaction() as conn:
-                cursor = await conn.execute(_PRUNE_PROCESSED, params)
-                deleted = cursor.rowcount
-            pruned += deleted
-            if deleted < PRUNE_CHUNK_ROWS:
-                return pruned
-
-    async def unannounced(self, limit: int = 500) -> list[StoredRow]:
-        """Stored rows not yet announced on pub/sub and the feed, oldest first."""
-        sql = db.select_stored_rows(["announced_at IS NULL"], newest_first=False)
-        async with self._use() as conn:
-            found = await conn.execute_fetchall(sql, {"limit": limit})
-        return [db.stored_row(row) for row in found]
+        return await self._prune_processed(older_than, PRUNE_CHUNK_ROWS)
 
     async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
         """Record that these rows were announced."""
@@ -126,71 +114,11 @@ class SqliteStore(SqliteIndexQueries):
             return
         now = db.iso_utc(self._clock())
         marked = list(rows)
-        async with self._use() as conn:
+        async with self._connection() as raw:
             await in_connection_thread(
-                conn,
-                lambda raw, cancelled: batch_writes.mark_announced(raw, cancelled, marked, now),
+                raw,
+                lambda conn, cancelled: batch_writes.mark_announced(conn, cancelled, marked, now),
             )
-
-    async def observations(
-        self,
-        *,
-        memory_session_id: str | None = None,
-        project: str | None = None,
-        limit: int = 50,
-    ) -> list[StoredRow]:
-        """Newest stored observations and summaries first, optionally filtered."""
-        conditions = []
-        if memory_session_id is not None:
-            conditions.append("memory_session_id = :sid")
-        if project is not None:
-            conditions.append("project = :project")
-        sql = db.select_stored_rows(conditions, newest_first=True)
-        params = {"sid": memory_session_id, "project": project, "limit": limit}
-        async with self._use() as conn:
-            found = await conn.execute_fetchall(sql, params)
-        return [db.stored_row(row) for row in found]
-
-    async def sessions(self, *, project: str | None = None, limit: int = 50) -> list[SessionRow]:
-        """Sessions with activity, newest first."""
-        where = "" if project is None else "WHERE s.project = :project"
-        sql = queries.SELECT_SESSIONS.format(where=where)
-        async with self._use() as conn:
-            found = await conn.execute_fetchall(sql, {"project": project, "limit": limit})
-        return [db.session_row(row) for row in found]
-
-    async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
-        """Kept dropped replies, newest first."""
-        where = "" if include_replayed else "WHERE replayed_at IS NULL"
-        sql = queries.SELECT_DROPPED.format(where=where)
-        async with self._use() as conn:
-            found = await conn.execute_fetchall(sql, {"limit": limit})
-        return [db.dropped_row(row) for row in found]
-
-    async def mark_dropped_replayed(self, dropped_id: int) -> None:
-        """Record that a dropped reply was re-parsed and stored."""
-        now = db.iso_utc(self._clock())
-        async with self._transaction() as conn:
-            cursor = await conn.execute(
-                "UPDATE dropped_outputs SET replayed_at = ? WHERE id = ?", (now, dropped_id)
-            )
-            if cursor.rowcount == 0:
-                raise StoreError(f"no dropped output with id {dropped_id} in {self._path}")
-
-    async def counts(self) -> StoreCounts:
-        """Row counts and token totals."""
-        async with self._use() as conn:
-            (row,) = await conn.execute_fetchall(queries.SELECT_COUNTS)
-        return StoreCounts(
-            sessions=row[0],
-            observations=row[1],
-            summaries=row[2],
-            prompts=row[3],
-            dropped_outputs=row[4],
-            input_tokens=row[5],
-            cached_input_tokens=row[6],
-            output_tokens=row[7],
-        )
 
     async def aclose(self) -> None:
         """Close the connection (the next call opens a new one)."""
@@ -199,29 +127,58 @@ class SqliteStore(SqliteIndexQueries):
             if conn is not None:
                 await conn.close()
 
+    def _list_param(self, values: Sequence[str]) -> Any:
+        return db.json_list(values)
+
+    def _observations_query(
+        self, memory_session_id: str | None, project: str | None, limit: int
+    ) -> Query:
+        # Only the filters given: `:sid IS NULL OR …` would keep SQLite off the indexes.
+        conditions = []
+        if memory_session_id is not None:
+            conditions.append("memory_session_id = :sid")
+        if project is not None:
+            conditions.append("project = :project")
+        sql = db.SQLITE_SELECTS.merged(conditions, ":limit", newest_first=True)
+        return sql, {"sid": memory_session_id, "project": project, "limit": limit}
+
+    def _sessions_query(self, project: str | None, limit: int) -> Query:
+        where = "" if project is None else "WHERE s.project = :project"
+        return queries.SELECT_SESSIONS.format(where=where), {"project": project, "limit": limit}
+
+    def _dropped_query(self, limit: int, include_replayed: bool) -> Query:
+        where = "" if include_replayed else "WHERE replayed_at IS NULL"
+        return queries.SELECT_DROPPED.format(where=where), {"limit": limit}
+
     @asynccontextmanager
-    async def _use(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
         """The open connection, held exclusively; SQLite errors become StoreError."""
         async with self._lock:
             try:
-                yield await self._connection()
+                yield await self._connected()
             except sqlite3.Error as e:
-                raise StoreError(f"SQLite {self._path}: {_one_line(e)}") from e
+                raise StoreError(f"SQLite {self._path}: {one_line(e)}") from e
 
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def _use(self) -> AsyncIterator[SqliteConn]:
+        """The open connection, each statement its own transaction."""
+        async with self._connection() as raw:
+            yield SqliteConn(raw)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[SqliteConn]:
         """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE)."""
-        async with self._use() as conn:
+        async with self._connection() as raw:
             try:
                 # Inside the try: a cancelled BEGIN may still succeed in aiosqlite's thread.
-                await conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                await conn.execute("COMMIT")
+                await raw.execute("BEGIN IMMEDIATE")
+                yield SqliteConn(raw)
+                await raw.execute("COMMIT")
             except BaseException:
-                await rollback(conn)
+                await rollback(raw)
                 raise
 
-    async def _connection(self) -> aiosqlite.Connection:
+    async def _connected(self) -> aiosqlite.Connection:
         if self._conn is None:
             self._conn = await self._open()
         return self._conn
@@ -238,20 +195,16 @@ class SqliteStore(SqliteIndexQueries):
         try:
             conn = await aiosqlite.connect(self._path, isolation_level=None)
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open SQLite database {self._path}: {_one_line(e)}") from e
+            raise StoreError(f"cannot open SQLite database {self._path}: {one_line(e)}") from e
         try:
             await configure(conn)
             await migrate_schema(conn, self._path)
         except sqlite3.DatabaseError as e:
             await conn.close()
             raise StoreError(
-                f"cannot use {self._path} as a memq SQLite database: {_one_line(e)}"
+                f"cannot use {self._path} as a memq SQLite database: {one_line(e)}"
             ) from e
         except BaseException:
             await conn.close()
             raise
         return conn
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split()) or type(e).__name__

@@ -20,6 +20,11 @@ def _words(column: str) -> str:
     )
 
 
+# The leading columns of every table whose rows belong to one session.
+_SESSION_ROW = """id INTEGER PRIMARY KEY AUTOINCREMENT,
+            memory_session_id TEXT NOT NULL
+                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
+            project TEXT NOT NULL"""
 _SUMMARY_TEXT = "rowid, request, investigated, learned, completed, next_steps, notes"
 # Time indexes are ascending on purpose: with the rowid appended they serve both
 # "oldest first" and, scanned backwards, "newest first, then highest id".
@@ -40,22 +45,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX sessions_activity ON sessions (last_activity_at, memory_session_id)",
         """CREATE INDEX sessions_project_activity
             ON sessions (project, last_activity_at, memory_session_id)""",
-        """CREATE TABLE user_prompts (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            memory_session_id TEXT NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+        f"""CREATE TABLE user_prompts (
+            {_SESSION_ROW},
             prompt_number INTEGER NOT NULL,
             prompt_text TEXT NOT NULL,
             created_at TEXT NOT NULL,
             event_id TEXT NOT NULL,
             UNIQUE (memory_session_id, event_id)
         )""",
-        """CREATE TABLE observations (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            memory_session_id TEXT NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+        f"""CREATE TABLE observations (
+            {_SESSION_ROW},
             type TEXT NOT NULL,
             title TEXT,
             subtitle TEXT,
@@ -82,11 +81,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             ON observations (project, created_at_epoch_ms)""",
         """CREATE INDEX observations_unannounced
             ON observations (created_at_epoch_ms) WHERE announced_at IS NULL""",
-        """CREATE TABLE summaries (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            memory_session_id TEXT NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+        f"""CREATE TABLE summaries (
+            {_SESSION_ROW},
             request TEXT,
             investigated TEXT,
             learned TEXT,
@@ -114,11 +110,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             processed_at TEXT NOT NULL,
             PRIMARY KEY (memory_session_id, event_id)
         ) WITHOUT ROWID""",
-        """CREATE TABLE dropped_outputs (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            memory_session_id TEXT NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+        f"""CREATE TABLE dropped_outputs (
+            {_SESSION_ROW},
             category TEXT NOT NULL,
             raw TEXT NOT NULL,
             event_ids TEXT NOT NULL DEFAULT '[]',
@@ -129,11 +122,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX dropped_outputs_created ON dropped_outputs (created_at)",
         "CREATE INDEX dropped_outputs_session ON dropped_outputs (memory_session_id)",
-        """CREATE TABLE token_usage (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            memory_session_id TEXT NOT NULL
-                REFERENCES sessions (memory_session_id) ON DELETE CASCADE,
-            project TEXT NOT NULL,
+        f"""CREATE TABLE token_usage (
+            {_SESSION_ROW},
             provider TEXT NOT NULL,
             model TEXT NOT NULL,
             input_tokens INTEGER NOT NULL,
