@@ -29,7 +29,8 @@ from pipeline.classify import classify_observer_output
 from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import ToolCall
 from pipeline.framing import render_tool_field
-from pipeline.modes import Mode, load_mode
+from pipeline.mode_files import load_mode
+from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml, strip_code_fences
 from pipeline.privacy import strip_private_tags
 from pipeline.prompts import build_observation_prompt

@@ -31,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import msgspec
 
 from bench.common import markdown_table
-from pipeline import compute_observation_content_hash, load_mode, parse_agent_xml
+from pipeline import compute_observation_content_hash, parse_agent_xml
 from pipeline.batching import plan_turns
 from pipeline.events import Event, Prompt, Summarize, ToolCall, decode_event, encode_event
+from pipeline.mode_files import load_mode
 from pipeline.modes import Mode
 from pipeline.prompts import build_init_prompt, build_summary_prompt, format_timestamp
 from pipeline.truncate import truncate_observation_field

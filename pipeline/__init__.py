@@ -31,13 +31,14 @@ if TYPE_CHECKING:
         patch_paths,
     )
     from pipeline.framing import escape_xml_text, render_tool_field
+    from pipeline.mode_files import list_modes, load_mode
     from pipeline.modes import (
         Mode,
+        ModeFile,
         ModePrompts,
         ObservationConcept,
         ObservationType,
-        list_modes,
-        load_mode,
+        resolve_mode,
     )
     from pipeline.parser import (
         ParsedObservation,
@@ -99,13 +100,14 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
         "patch_paths",
     ),
     "pipeline.framing": ("escape_xml_text", "render_tool_field"),
+    "pipeline.mode_files": ("list_modes", "load_mode"),
     "pipeline.modes": (
         "Mode",
+        "ModeFile",
         "ModePrompts",
         "ObservationConcept",
         "ObservationType",
-        "list_modes",
-        "load_mode",
+        "resolve_mode",
     ),
     "pipeline.parser": (
         "ParsedObservation",
@@ -157,6 +159,7 @@ __all__ = [
     "FileEvidence",
     "Mode",
     "ModeError",
+    "ModeFile",
     "ModeNotFoundError",
     "ModePrompts",
     "ObservationConcept",
@@ -197,6 +200,7 @@ __all__ = [
     "redact_secrets",
     "redact_value",
     "render_tool_field",
+    "resolve_mode",
     "strip_code_fences",
     "strip_private_tags",
     "strip_private_value",

@@ -1,11 +1,15 @@
-"""Modes: the vocabulary and prompt text the observer works with, loaded from JSON files."""
+"""Modes: the vocabulary and prompt text the observer works with, merged from JSON documents.
+
+Pure: the caller hands in a lookup that returns each mode file already read
+(pipeline/mode_files.py, the one sanctioned file read, takes them from disk); this module owns
+the id grammar, the parsing, the `--` merge and the fallbacks.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -107,7 +111,6 @@ class Mode(msgspec.Struct, frozen=True, kw_only=True):
 MODE_ID_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*(?:--[a-z0-9]+(?:-[a-z0-9]+)*)*")
 MODE_ID_GRAMMAR = "lowercase letters and digits, single '-' inside a part, parts joined by '--'"
 FALLBACK_MODE_ID = "code"
-BUNDLED_MODES_DIR = Path(__file__).resolve().parent.parent / "modes"
 # What a mode file may set; `id` and `warnings` are decided by the loader.
 _FILE_FIELDS = frozenset(
     {"name", "description", "version", "observation_types", "observation_concepts", "prompts"}
@@ -116,30 +119,45 @@ _FILE_FIELDS = frozenset(
 _Json = dict[str, Any]
 
 
-def load_mode(
-    mode_id: str, modes_dir: Path | None = None, *, extra_dirs: Sequence[Path] = ()
-) -> Mode:
-    """Load and merge a mode; `extra_dirs` are searched before `modes_dir` (default: bundled).
+class ModeFile(msgspec.Struct, frozen=True, kw_only=True):
+    """One mode file as read: its JSON (text, UTF-8 bytes or the decoded object) and its origin."""
 
-    `a` is a full mode file; `a--b` is `a` merged with the override `a--b.json`; `a--b--c`
-    (a memq extension) applies `a--b.json` then `a--c.json`, later files winning. Objects
-    merge key by key, arrays and scalars replace. A missing or broken mode falls back to
-    `code` (whose overrides then apply: `foo--ja` becomes `code--ja`); a missing or broken
-    override is skipped. Each fallback adds a line to `Mode.warnings`; only an unusable
-    `code.json` raises ModeError.
+    source: str
+    """Where it came from (a path, say); every message about the file names it."""
+    content: str | bytes | dict[str, Any]
+
+
+ModeLookup = Callable[[str], ModeFile]
+"""Returns the file for a file id (`code--ja`); raises ModeNotFoundError when there is none
+and ModeError when it cannot be read. The fallback's absence is fatal, so the lookup words it."""
+
+
+def is_mode_id(name: str) -> bool:
+    """Whether `name` follows the mode id grammar (so a file of that name is a mode)."""
+    return MODE_ID_PATTERN.fullmatch(name) is not None
+
+
+def resolve_mode(mode_id: str, lookup: ModeLookup) -> Mode:
+    """Merge a mode from the files `lookup` returns.
+
+    `a` is a full mode file; `a--b` is `a` merged with the override `a--b`; `a--b--c`
+    (a memq extension) applies `a--b` then `a--c`, later files winning. Objects merge key by
+    key, arrays and scalars replace. A missing or broken mode falls back to `code` (whose
+    overrides then apply: `foo--ja` becomes `code--ja`); a missing or broken override is
+    skipped. Each fallback adds a line to `Mode.warnings`; only an unusable `code` raises
+    ModeError (the lookup's own ModeNotFoundError when it is missing).
     """
-    if MODE_ID_PATTERN.fullmatch(mode_id) is None:
+    if not is_mode_id(mode_id):
         raise ModeError(f"invalid mode id {mode_id!r}: expected {MODE_ID_GRAMMAR}, e.g. code--ja")
-    dirs = _search_dirs(modes_dir, extra_dirs)
     warnings: list[str] = []
     parent, *suffixes = mode_id.split("--")
-    mode, data = _load_full(parent, dirs, warnings)
+    mode, data = _load_full(parent, lookup, warnings)
     base = used = mode.id
     for suffix in suffixes:
         try:
-            path = _find(f"{base}--{suffix}", dirs)
-            merged = _deep_merge(data, _read_object(path))
-            mode = _validate(f"{used}--{suffix}", merged, str(path))
+            file = lookup(f"{base}--{suffix}")
+            merged = merge_mode_data(data, parse_mode_file(file))
+            mode = _validate(f"{used}--{suffix}", merged, file.source)
         except ModeError as e:
             warnings.append(f"{e}; using mode {used!r} without it")
             continue
@@ -147,81 +165,60 @@ def load_mode(
     return msgspec.structs.replace(mode, warnings=tuple(warnings))
 
 
-def list_modes(modes_dir: Path | None = None, *, extra_dirs: Sequence[Path] = ()) -> list[str]:
-    """Sorted ids of every mode file (with a valid id) in the searched directories."""
-    ids = {
-        path.stem
-        for directory in _search_dirs(modes_dir, extra_dirs)
-        if directory.is_dir()
-        for path in directory.glob("*.json")
-        if MODE_ID_PATTERN.fullmatch(path.stem) is not None
-    }
-    return sorted(ids)
-
-
-def _search_dirs(modes_dir: Path | None, extra_dirs: Sequence[Path]) -> tuple[Path, ...]:
-    ordered = [*extra_dirs, BUNDLED_MODES_DIR if modes_dir is None else modes_dir]
-    return tuple(dict.fromkeys(ordered))
-
-
-def _load_full(mode_id: str, dirs: Sequence[Path], warnings: list[str]) -> tuple[Mode, _Json]:
-    """A full mode file, or `code` (with a warning) when it is unusable; also its raw data."""
-    if mode_id != FALLBACK_MODE_ID:
-        try:
-            path = _find(mode_id, dirs)
-            data = _read_object(path)
-            return _validate(mode_id, data, str(path)), data
-        except ModeError as e:
-            warnings.append(f"{e}; falling back to mode {FALLBACK_MODE_ID!r}")
-    try:
-        path = _find(FALLBACK_MODE_ID, dirs)
-    except ModeNotFoundError:
-        raise ModeNotFoundError(
-            f"bundled mode {FALLBACK_MODE_ID}.json is missing from {dirs[-1]}; reinstall memq"
-        ) from None
-    try:
-        data = _read_object(path)
-        return _validate(FALLBACK_MODE_ID, data, str(path)), data
-    except ModeError as e:
-        raise ModeError(f"{e} (the fallback mode must load; fix or restore it)") from None
-
-
-def _find(file_id: str, dirs: Sequence[Path]) -> Path:
-    for directory in dirs:
-        path = directory / f"{file_id}.json"
-        if path.is_file():
-            return path
-    searched = ", ".join(map(str, dirs))
-    raise ModeNotFoundError(f"mode file {file_id}.json not found (searched {searched})")
-
-
-def _read_object(path: Path) -> _Json:
+def parse_mode_file(file: ModeFile) -> _Json:
     """One mode file as a JSON object with only the fields a mode file may set."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ModeError(
-            f"mode file {path}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}"
-        ) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ModeError(f"mode file {path} is unreadable: {e}") from None
+    content = file.content
+    if isinstance(content, dict):
+        data: object = content
+    else:
+        try:
+            data = json.loads(content)
+        except json.JSONDecodeError as e:
+            raise ModeError(
+                f"mode file {file.source}: invalid JSON at line {e.lineno}, column {e.colno}: "
+                f"{e.msg}"
+            ) from None
+        except UnicodeDecodeError as e:
+            raise ModeError(f"mode file {file.source} is unreadable: {e}") from None
     if not isinstance(data, dict):
-        raise ModeError(f"mode file {path}: expected a JSON object, got {type(data).__name__}")
+        raise ModeError(
+            f"mode file {file.source}: expected a JSON object, got {type(data).__name__}"
+        )
     unknown = sorted(set(data) - _FILE_FIELDS)
     if unknown:
-        raise ModeError(f"mode file {path}: unknown field {unknown[0]!r}")
+        raise ModeError(f"mode file {file.source}: unknown field {unknown[0]!r}")
     return data
 
 
-def _deep_merge(base: _Json, override: _Json) -> _Json:
+def merge_mode_data(base: _Json, override: _Json) -> _Json:
+    """`override` laid over `base`: objects merge key by key, arrays and scalars replace."""
     merged = dict(base)
     for key, value in override.items():
         current = merged.get(key)
         if isinstance(current, dict) and isinstance(value, dict):
-            merged[key] = _deep_merge(current, value)
+            merged[key] = merge_mode_data(current, value)
         else:
             merged[key] = value
     return merged
+
+
+def _load_full(mode_id: str, lookup: ModeLookup, warnings: list[str]) -> tuple[Mode, _Json]:
+    """A full mode file, or `code` (with a warning) when it is unusable; also its raw data."""
+    if mode_id != FALLBACK_MODE_ID:
+        try:
+            file = lookup(mode_id)
+            data = parse_mode_file(file)
+            return _validate(mode_id, data, file.source), data
+        except ModeError as e:
+            warnings.append(f"{e}; falling back to mode {FALLBACK_MODE_ID!r}")
+    try:
+        file = lookup(FALLBACK_MODE_ID)
+        data = parse_mode_file(file)
+        return _validate(FALLBACK_MODE_ID, data, file.source), data
+    except ModeNotFoundError:
+        raise  # the lookup's words: it knows where the bundled copy belongs
+    except ModeError as e:
+        raise ModeError(f"{e} (the fallback mode must load; fix or restore it)") from None
 
 
 def _validate(mode_id: str, data: _Json, source: str) -> Mode:

@@ -16,7 +16,7 @@ from arq.connections import ArqRedis
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
-from pipeline.modes import load_mode
+from pipeline.mode_files import load_mode
 from worker.arq_worker import SHUT_DOWN, MemqWorker
 from worker.logs import session_context
 from worker.observers.factory import build_observer

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import uvicorn
 
-from pipeline.modes import load_mode
+from pipeline.mode_files import load_mode
 from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.redis_connect import connect_redis

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 from arq.connections import ArqRedis
 
-from pipeline.modes import load_mode
+from pipeline.mode_files import load_mode
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dropped_rows,

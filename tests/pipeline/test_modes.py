@@ -1,15 +1,14 @@
-"""Mode loading: bundled files, inheritance by `--`, fallbacks with warnings, fatal code.json."""
+"""Mode merging over documents already read: `--` overrides, fallbacks with warnings, fatal code."""
 
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline import ModeError, ModeNotFoundError, ModePrompts, list_modes, load_mode
+from pipeline import ModeError, ModeFile, ModeNotFoundError, ModePrompts, resolve_mode
+from pipeline.modes import Mode, merge_mode_data, parse_mode_file
 
 CODE_TYPES = (
     "bugfix",
@@ -31,117 +30,58 @@ CODE_CONCEPTS = (
     "pattern",
     "trade-off",
 )
-LANGUAGES = ("de", "es", "fr", "ja", "ko", "pt-br", "ru", "zh")
 CONCEPT = {"id": "a", "label": "A", "description": "d"}
-PLACEHOLDER_KEYS = tuple(f for f in ModePrompts.__struct_fields__ if f.startswith("xml_"))
+
+_Files = dict[str, str | bytes | dict[str, Any]]
 
 
-def _read(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
-def _write(directory: Path, mode_id: str, content: object) -> Path:
-    path = directory / f"{mode_id}.json"
-    text = content if isinstance(content, str) else json.dumps(content)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-@pytest.fixture(name="tmp_modes")
-def _fix_tmp_modes(tmp_path: Path, modes_dir: Path) -> Path:
-    """A private modes dir holding only a copy of the bundled code.json."""
-    directory = tmp_path / "modes"
-    directory.mkdir()
-    shutil.copy(modes_dir / "code.json", directory / "code.json")
-    return directory
-
-
-def _override_ids(modes_dir: Path) -> list[str]:
-    return sorted(p.stem for p in modes_dir.glob("*--*.json"))
-
-
-def test_bundled_code_mode_has_the_nine_types_and_seven_concepts_in_order(
-    modes_dir: Path,
-) -> None:
-    mode = load_mode("code", modes_dir)
-    assert (mode.id, mode.warnings) == ("code", ())
-    assert mode.type_ids == CODE_TYPES
-    assert mode.concept_ids == CODE_CONCEPTS
-
-
-def test_bundled_code_prompts_name_every_type_and_concept_in_their_guidance(
-    modes_dir: Path,
-) -> None:
-    prompts = load_mode("code", modes_dir).prompts
-    assert all(type_id in prompts.type_guidance for type_id in CODE_TYPES)
-    assert all(concept in prompts.concept_guidance for concept in CODE_CONCEPTS)
-    assert "memq" in prompts.system_identity
-    assert "<observed_from_primary_session>" in prompts.system_identity
-    assert 'reason="oversize"' in prompts.observation_instruction
-    assert "<skip_summary" in prompts.summary_skip_guidance
-
-
-def test_bundled_mode_files_all_exist_as_expected(modes_dir: Path) -> None:
-    expected = ["code", "code--chill", *(f"code--{lang}" for lang in LANGUAGES)]
-    assert list_modes(modes_dir) == sorted(expected)
-
-
-@pytest.mark.parametrize("mode_id", _override_ids(Path(__file__).parents[2] / "modes"))
-def test_bundled_override_only_overrides_existing_code_keys_with_text(
-    modes_dir: Path, mode_id: str
-) -> None:
-    parent, _, _ = mode_id.partition("--")
-    override = _read(modes_dir / f"{mode_id}.json")
-    code = _read(modes_dir / "code.json")
-    assert parent == "code"
-    assert set(override) == {"name", "prompts"}
-    assert set(override["prompts"]) <= set(code["prompts"])
-    assert all(isinstance(v, str) and v.strip() for v in override["prompts"].values())
-    mode = load_mode(mode_id, modes_dir)
-    assert (mode.id, mode.warnings, mode.name) == (mode_id, (), override["name"])
-
-
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_language_override_translates_placeholders_and_adds_a_language_requirement(
-    modes_dir: Path, lang: str
-) -> None:
-    code = load_mode("code", modes_dir).prompts
-    mode = load_mode(f"code--{lang}", modes_dir).prompts
-    overridden = set(_read(modes_dir / f"code--{lang}.json")["prompts"])
-    assert overridden == {
-        "footer",
-        "continuation_instruction",
-        "summary_footer",
-        *PLACEHOLDER_KEYS,
+def _code_data() -> dict[str, Any]:
+    """A stand-in for code.json: its type and concept ids, every prompt its own key in brackets."""
+    return {
+        "name": "Code Development",
+        "description": "a mode made up for tests",
+        "version": "1",
+        "observation_types": [
+            {"id": t, "label": t, "description": f"{t} work", "emoji": "*", "work_emoji": "+"}
+            for t in CODE_TYPES
+        ],
+        "observation_concepts": [
+            {"id": c, "label": c, "description": f"{c} notes"} for c in CODE_CONCEPTS
+        ],
+        "prompts": {name: f"[{name}]" for name in ModePrompts.__struct_fields__},
     }
-    for key in PLACEHOLDER_KEYS:
-        assert getattr(mode, key) != getattr(code, key), key
-        assert getattr(mode, key).startswith("[")
-    for key in ("footer", "continuation_instruction", "summary_footer"):
-        assert getattr(mode, key).startswith(getattr(code, key))
-        assert "LANGUAGE REQUIREMENT" in getattr(mode, key)
 
 
-def test_chill_and_language_compose_left_to_right(modes_dir: Path) -> None:
-    ja = _read(modes_dir / "code--ja.json")["prompts"]
-    chill = _read(modes_dir / "code--chill.json")["prompts"]
-    mode = load_mode("code--ja--chill", modes_dir)
-    assert (mode.id, mode.warnings, mode.name) == (
-        "code--ja--chill",
-        (),
-        "Code Development (Chill)",
-    )
-    assert mode.prompts.xml_title_placeholder == ja["xml_title_placeholder"]
-    assert mode.prompts.recording_focus == chill["recording_focus"]
-    assert load_mode("code--chill--ja", modes_dir).name == "Code Development (Japanese)"
+def _write(files: _Files, file_id: str, content: object) -> None:
+    """Text arrives as UTF-8 bytes and objects as decoded dicts: both forms a lookup may give."""
+    if isinstance(content, str):
+        files[file_id] = content.encode()
+    elif isinstance(content, bytes | dict):
+        files[file_id] = content
+    else:
+        files[file_id] = json.dumps(content)
 
 
-def test_later_override_wins_and_objects_merge_key_by_key(tmp_modes: Path) -> None:
-    _write(tmp_modes, "code--b", {"name": "B", "prompts": {"footer": "B", "summary_footer": "b"}})
-    _write(tmp_modes, "code--c", {"prompts": {"footer": "C"}})
-    code = load_mode("code", tmp_modes)
-    bc, cb = load_mode("code--b--c", tmp_modes), load_mode("code--c--b", tmp_modes)
+def _resolve(mode_id: str, files: _Files) -> Mode:
+    def lookup(file_id: str) -> ModeFile:
+        if file_id not in files:
+            raise ModeNotFoundError(f"mode file {file_id}.json not found (searched memory)")
+        return ModeFile(source=f"memory/{file_id}.json", content=files[file_id])
+
+    return resolve_mode(mode_id, lookup)
+
+
+@pytest.fixture(name="files")
+def _fix_files() -> _Files:
+    """Mode files by id, holding only a `code` document."""
+    return {"code": json.dumps(_code_data())}
+
+
+def test_later_override_wins_and_objects_merge_key_by_key(files: _Files) -> None:
+    _write(files, "code--b", {"name": "B", "prompts": {"footer": "B", "summary_footer": "b"}})
+    _write(files, "code--c", {"prompts": {"footer": "C"}})
+    code = _resolve("code", files)
+    bc, cb = _resolve("code--b--c", files), _resolve("code--c--b", files)
     assert (bc.id, bc.name, bc.prompts.footer, bc.prompts.summary_footer) == (
         "code--b--c",
         "B",
@@ -152,12 +92,28 @@ def test_later_override_wins_and_objects_merge_key_by_key(tmp_modes: Path) -> No
     assert bc.prompts.system_identity == code.prompts.system_identity
 
 
-def test_override_arrays_replace_the_parents_wholesale(tmp_modes: Path) -> None:
+def test_override_arrays_replace_the_parents_wholesale(files: _Files) -> None:
     only = {"id": "only", "label": "Only", "description": "d", "emoji": "*", "work_emoji": "*"}
-    _write(tmp_modes, "code--one", {"observation_types": [only]})
-    mode = load_mode("code--one", tmp_modes)
+    _write(files, "code--one", {"observation_types": [only]})
+    mode = _resolve("code--one", files)
     assert mode.type_ids == ("only",)
     assert mode.concept_ids == CODE_CONCEPTS
+
+
+def test_merge_leaves_both_inputs_as_they_were() -> None:
+    base = {"a": {"x": 1, "y": [1]}, "b": 2}
+    override = {"a": {"y": [2], "z": 3}, "b": {"c": 4}}
+    merged = merge_mode_data(base, override)
+    assert merged == {"a": {"x": 1, "y": [2], "z": 3}, "b": {"c": 4}}
+    assert base == {"a": {"x": 1, "y": [1]}, "b": 2}
+    assert override == {"a": {"y": [2], "z": 3}, "b": {"c": 4}}
+
+
+@pytest.mark.parametrize("content", ['{"name": "x"}', b'{"name": "x"}', {"name": "x"}])
+def test_a_file_is_parsed_from_text_bytes_or_a_decoded_object(
+    content: str | bytes | dict[str, Any],
+) -> None:
+    assert parse_mode_file(ModeFile(source="m.json", content=content)) == {"name": "x"}
 
 
 def _fallback_cases() -> list[tuple[str, str, object, str, str]]:
@@ -168,6 +124,7 @@ def _fallback_cases() -> list[tuple[str, str, object, str, str]]:
         ("missing override", "unused", {}, "code--nope", "code--nope.json"),
         ("broken plain", "foo", "{", "foo", "foo.json"),
         ("syntax error", "code--x", bad_json, "code--x", "line 4, column 3"),
+        ("not utf-8", "code--x", b'{"name": "\xff"}', "code--x", "is unreadable"),
         ("prompts null", "code--x", {"prompts": None}, "code--x", "$.prompts"),
         ("retyped prompt", "code--x", {"prompts": {"footer": 5}}, "code--x", "$.prompts.footer"),
         ("retyped types", "code--x", {"observation_types": "x"}, "code--x", "observation_types"),
@@ -193,55 +150,57 @@ def _fallback_cases() -> list[tuple[str, str, object, str, str]]:
     ids=[case[0] for case in _fallback_cases()],
 )
 def test_unusable_file_falls_back_to_the_parent_with_a_warning(
-    tmp_modes: Path, file_id: str, content: object, mode_id: str, expected: str
+    files: _Files, file_id: str, content: object, mode_id: str, expected: str
 ) -> None:
     if file_id != "unused":
-        _write(tmp_modes, file_id, content)
-    mode = load_mode(mode_id, tmp_modes)
+        _write(files, file_id, content)
+    mode = _resolve(mode_id, files)
     assert mode.id == "code"
-    assert mode.prompts == load_mode("code", tmp_modes).prompts
+    assert mode.prompts == _resolve("code", files).prompts
     assert len(mode.warnings) == 1
     assert expected in mode.warnings[0]
     assert f"{file_id if file_id != 'unused' else mode_id}.json" in mode.warnings[0]
 
 
-def test_json_syntax_error_names_file_line_and_column(tmp_modes: Path) -> None:
-    _write(tmp_modes, "code", '{\n  "name": "x",\n  oops\n}')
+def test_json_syntax_error_names_the_source_line_and_column(files: _Files) -> None:
+    _write(files, "code", '{\n  "name": "x",\n  oops\n}')
     with pytest.raises(ModeError) as caught:
-        load_mode("code", tmp_modes)
+        _resolve("code", files)
     message = str(caught.value)
-    assert str(tmp_modes / "code.json") in message
+    assert "memory/code.json" in message
     assert "line 3, column 3" in message
 
 
 def test_failed_override_keeps_earlier_overrides_and_later_ones_still_apply(
-    tmp_modes: Path,
+    files: _Files,
 ) -> None:
-    _write(tmp_modes, "code--b", {"prompts": {"footer": "B"}})
-    _write(tmp_modes, "code--bad", {"prompts": None})
-    _write(tmp_modes, "code--c", {"prompts": {"summary_footer": "C"}})
-    mode = load_mode("code--b--bad--c", tmp_modes)
+    _write(files, "code--b", {"prompts": {"footer": "B"}})
+    _write(files, "code--bad", {"prompts": None})
+    _write(files, "code--c", {"prompts": {"summary_footer": "C"}})
+    mode = _resolve("code--b--bad--c", files)
     assert (mode.id, mode.prompts.footer, mode.prompts.summary_footer) == ("code--b--c", "B", "C")
     assert len(mode.warnings) == 1
     assert "code--bad.json" in mode.warnings[0]
     assert "'code--b' without it" in mode.warnings[0]
 
 
-def test_missing_parent_falls_back_to_code_and_its_override(modes_dir: Path) -> None:
-    mode = load_mode("nosuch--ja", modes_dir)
+def test_missing_parent_falls_back_to_code_and_its_override(files: _Files) -> None:
+    _write(files, "code--ja", {"name": "Japanese", "prompts": {"footer": "ja"}})
+    mode = _resolve("nosuch--ja", files)
     assert mode.id == "code--ja"
-    assert mode.prompts == load_mode("code--ja", modes_dir).prompts
+    assert mode.prompts == _resolve("code--ja", files).prompts
     assert len(mode.warnings) == 1
     assert "nosuch.json" in mode.warnings[0]
+    assert mode.warnings[0].endswith("; falling back to mode 'code'")
 
 
-def test_plain_mode_other_than_code_loads_from_its_own_file(tmp_modes: Path) -> None:
-    data = _read(tmp_modes / "code.json")
+def test_plain_mode_other_than_code_loads_from_its_own_file(files: _Files) -> None:
+    data = _code_data()
     data["name"] = "Research"
     data["observation_types"] = data["observation_types"][4:5]
-    _write(tmp_modes, "research", data)
-    _write(tmp_modes, "research--de", {"prompts": {"footer": "Fuß"}})
-    mode = load_mode("research--de", tmp_modes)
+    _write(files, "research", data)
+    _write(files, "research--de", {"prompts": {"footer": "Fuß"}})
+    mode = _resolve("research--de", files)
     assert (mode.id, mode.name, mode.type_ids, mode.warnings) == (
         "research--de",
         "Research",
@@ -251,32 +210,23 @@ def test_plain_mode_other_than_code_loads_from_its_own_file(tmp_modes: Path) -> 
     assert mode.prompts.footer == "Fuß"
 
 
-def test_extra_dirs_are_searched_before_the_modes_dir(tmp_modes: Path, tmp_path: Path) -> None:
-    user = tmp_path / "user"
-    user.mkdir()
-    _write(tmp_modes, "code--x", {"name": "bundled x"})
-    _write(tmp_modes, "code--y", {"name": "bundled y"})
-    _write(user, "code--x", {"name": "user x"})
-    _write(user, "code--z", {"name": "user z"})
-    assert load_mode("code--x", tmp_modes, extra_dirs=[user]).name == "user x"
-    assert load_mode("code--y", tmp_modes, extra_dirs=[user]).name == "bundled y"
-    assert load_mode("code--z", tmp_modes).warnings != ()
-    assert list_modes(tmp_modes, extra_dirs=[user]) == ["code", "code--x", "code--y", "code--z"]
+def test_the_lookups_own_error_for_a_missing_code_passes_through(files: _Files) -> None:
+    del files["code"]
+    for requested in ("code", "foo", "code--ja"):
+        with pytest.raises(ModeNotFoundError, match=r"^mode file code\.json not found"):
+            _resolve(requested, files)
 
 
-def test_user_code_json_replaces_the_bundled_one(tmp_modes: Path, tmp_path: Path) -> None:
-    user = tmp_path / "user"
-    user.mkdir()
-    data = _read(tmp_modes / "code.json")
-    data["name"] = "Mine"
-    _write(user, "code", data)
-    assert load_mode("code", tmp_modes, extra_dirs=[user]).name == "Mine"
+def test_a_lookup_that_cannot_read_code_is_fatal_with_its_reason() -> None:
+    def lookup(file_id: str) -> ModeFile:
+        raise ModeError(f"mode file {file_id}.json is unreadable: disk on fire")
 
-
-def test_missing_code_json_is_fatal_and_says_to_reinstall(tmp_path: Path) -> None:
-    with pytest.raises(ModeNotFoundError, match="reinstall memq") as caught:
-        load_mode("foo--ja", tmp_path)
-    assert str(tmp_path) in str(caught.value)
+    with pytest.raises(ModeError) as caught:
+        resolve_mode("foo", lookup)
+    assert str(caught.value) == (
+        "mode file code.json is unreadable: disk on fire"
+        " (the fallback mode must load; fix or restore it)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -289,40 +239,27 @@ def test_missing_code_json_is_fatal_and_says_to_reinstall(tmp_path: Path) -> Non
     ],
 )
 def test_broken_code_json_is_fatal_with_the_reason(
-    tmp_modes: Path, content: str, expected: str
+    files: _Files, content: str, expected: str
 ) -> None:
-    _write(tmp_modes, "code", content)
+    _write(files, "code", content)
     for requested in ("code", "foo", "code--ja"):
         with pytest.raises(ModeError, match=r"code\.json") as caught:
-            load_mode(requested, tmp_modes)
+            _resolve(requested, files)
         assert expected in str(caught.value)
+        assert "(the fallback mode must load; fix or restore it)" in str(caught.value)
 
 
 @pytest.mark.parametrize(
     "mode_id",
     ["", "Code", "code-", "-code", "code--", "code---ja", "code ja", "../code", "code--JA", "c_d"],
 )
-def test_invalid_mode_id_is_rejected_naming_the_id_and_grammar(
-    tmp_modes: Path, mode_id: str
-) -> None:
+def test_invalid_mode_id_is_rejected_naming_the_id_and_grammar(files: _Files, mode_id: str) -> None:
     with pytest.raises(ModeError, match="invalid mode id") as caught:
-        load_mode(mode_id, tmp_modes)
+        _resolve(mode_id, files)
     assert repr(mode_id) in str(caught.value)
     assert "'--'" in str(caught.value)
 
 
 @pytest.mark.parametrize("mode_id", ["code--pt-br", "a1--b-2--c", "x9"])
-def test_valid_mode_ids_are_accepted(tmp_modes: Path, mode_id: str) -> None:
-    assert load_mode(mode_id, tmp_modes).id == "code"
-
-
-def test_list_modes_skips_invalid_names_and_missing_dirs(tmp_modes: Path, tmp_path: Path) -> None:
-    (tmp_modes / "Bad.json").write_text("{}", encoding="utf-8")
-    (tmp_modes / "notes.txt").write_text("", encoding="utf-8")
-    _write(tmp_modes, "code--pt-br", {})
-    assert list_modes(tmp_modes, extra_dirs=[tmp_path / "absent"]) == ["code", "code--pt-br"]
-
-
-def test_default_modes_dir_is_the_bundled_one(modes_dir: Path) -> None:
-    assert load_mode("code--ja") == load_mode("code--ja", modes_dir)
-    assert list_modes() == list_modes(modes_dir)
+def test_valid_mode_ids_are_accepted(files: _Files, mode_id: str) -> None:
+    assert _resolve(mode_id, files).id == "code"

@@ -15,9 +15,9 @@ from pipeline import (
     ToolCall,
     build_observation_prompt,
     compute_observation_content_hash,
-    load_mode,
     render_tool_field,
 )
+from pipeline.mode_files import load_mode
 from pipeline.truncate import split_observation_field
 
 CODE = load_mode("code")

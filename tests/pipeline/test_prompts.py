@@ -21,9 +21,9 @@ from pipeline import (
     build_init_prompt,
     build_observation_prompt,
     build_summary_prompt,
-    load_mode,
     observation_skeleton,
 )
+from pipeline.mode_files import load_mode
 from pipeline.prompts import format_timestamp
 
 WHEN = datetime(2025, 3, 4, 5, 6, 7, 891_234, tzinfo=UTC)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from pipeline import load_mode
+from pipeline.mode_files import load_mode
 from worker.cli import app
 
 RUNNER = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.batching import Turn, plan_turns
 from pipeline.events import Event
-from pipeline.modes import load_mode
+from pipeline.mode_files import load_mode
 from tests.support.worker_harness import prompt, tool_call
 from worker.conversation import conversation_state, user_message
 

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pipeline.events import ToolCall
-from pipeline.modes import Mode, load_mode
+from pipeline.mode_files import load_mode
+from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml
 from pipeline.prompts import build_observation_prompt, build_summary_prompt
 from tests.support.fake_observer import (  # noqa: F401 (imported to register the fixture)

@@ -9,7 +9,8 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from pipeline.modes import Mode, load_mode
+from pipeline.mode_files import load_mode
+from pipeline.modes import Mode
 from worker.commands.context import BadInputError, exit_codes, settings_from_environment
 from worker.settings import Settings
 

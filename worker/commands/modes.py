@@ -10,7 +10,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from pipeline.modes import list_modes, load_mode
+from pipeline.mode_files import list_modes, load_mode
 from worker.commands.context import exit_codes, settings_from_environment
 from worker.settings import Settings
 

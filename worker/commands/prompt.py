@@ -19,8 +19,8 @@ from pipeline import (
     build_observation_prompt,
     build_summary_prompt,
     decode_event,
-    load_mode,
 )
+from pipeline.mode_files import load_mode
 from worker.commands.context import BadInputError, exit_codes, settings_from_environment
 from worker.settings import Settings
 

@@ -47,7 +47,7 @@ async def run_telegram(
     settings: Settings, *, stop: asyncio.Event | None = None, tuning: TelegramTuning | None = None
 ) -> None:
     """Run until SIGINT/SIGTERM (or until `stop` is set); each chat finishes its row in hand."""
-    from pipeline.modes import load_mode
+    from pipeline.mode_files import load_mode
     from worker.keys import Keys
     from worker.redis_connect import connect_redis
     from worker.storage.factory import open_store
