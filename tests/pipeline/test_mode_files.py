@@ -11,27 +11,8 @@ import pytest
 
 from pipeline import ModeError, ModeNotFoundError, ModePrompts
 from pipeline.mode_files import BUNDLED_MODES_DIR, list_modes, load_mode
+from tests.support.code_mode import CODE_CONCEPTS, CODE_TYPES
 
-CODE_TYPES = (
-    "bugfix",
-    "feature",
-    "refactor",
-    "change",
-    "discovery",
-    "decision",
-    "security_alert",
-    "security_note",
-    "sensitive",
-)
-CODE_CONCEPTS = (
-    "how-it-works",
-    "why-it-exists",
-    "what-changed",
-    "problem-solution",
-    "gotcha",
-    "pattern",
-    "trade-off",
-)
 LANGUAGES = ("de", "es", "fr", "ja", "ko", "pt-br", "ru", "zh")
 PLACEHOLDER_KEYS = tuple(f for f in ModePrompts.__struct_fields__ if f.startswith("xml_"))
 

@@ -9,27 +9,8 @@ import pytest
 
 from pipeline import ModeError, ModeFile, ModeNotFoundError, ModePrompts, resolve_mode
 from pipeline.modes import Mode, merge_mode_data, parse_mode_file
+from tests.support.code_mode import CODE_CONCEPTS, CODE_TYPES
 
-CODE_TYPES = (
-    "bugfix",
-    "feature",
-    "refactor",
-    "change",
-    "discovery",
-    "decision",
-    "security_alert",
-    "security_note",
-    "sensitive",
-)
-CODE_CONCEPTS = (
-    "how-it-works",
-    "why-it-exists",
-    "what-changed",
-    "problem-solution",
-    "gotcha",
-    "pattern",
-    "trade-off",
-)
 CONCEPT = {"id": "a", "label": "A", "description": "d"}
 
 _Files = dict[str, str | bytes | dict[str, Any]]
