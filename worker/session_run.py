@@ -200,7 +200,10 @@ async def _decode(
         await rt.counters.count("dead", len(bad))
         for entry, reason in bad:
             logger.warning("dead-lettered %s: %s", entry.id, reason, extra={"session_id": session})
-    done = await rt.store.processed_event_ids(session, [ev.event_id for _, ev in good])
+    # Only entries delivered before can have been stored: a crash between commit and ack.
+    # New ones skip the storage round trip (publish already refused a repeated event id).
+    claimed = [ev.event_id for e, ev in good if e.claimed]
+    done = await rt.store.processed_event_ids(session, claimed) if claimed else set()
     if done:
         # Stored before a crash, never acked: ack now, never show them to the observer again.
         await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])

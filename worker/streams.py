@@ -72,10 +72,15 @@ class FencedError(Exception):
 
 
 class Entry(msgspec.Struct, frozen=True):
-    """One raw stream entry: its id and the `event` field (None when the field is missing)."""
+    """One raw stream entry: its id and the `event` field (None when the field is missing).
+
+    `claimed`: delivered before (taken over from the pending list), so possibly stored by a
+    holder that crashed before acking; a new entry never is (publish dedupes event ids).
+    """
 
     id: str
     raw: bytes | None
+    claimed: bool = False
 
     @property
     def published_ms(self) -> int:
@@ -121,7 +126,10 @@ class SessionStream:
             claimed, fresh = await _CLAIM_AND_READ(
                 self.redis, [self.key], [CONSUMER_GROUP, self.consumer, count]
             )
-            return [_flat_entry(i, f) for i, f in [*claimed, *fresh] if f]
+            return [
+                *(_flat_entry(i, f, claimed=True) for i, f in claimed if f),
+                *(_flat_entry(i, f, claimed=False) for i, f in fresh if f),
+            ]
         reply: Any = await self.redis.xreadgroup(
             CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count
         )
@@ -168,10 +176,10 @@ class SessionStream:
         return int(await _DELETE_IF_DRAINED(self.redis, keys, [token, self.session])) == 1
 
 
-def _flat_entry(entry_id: bytes, fields: list[bytes]) -> Entry:
+def _flat_entry(entry_id: bytes, fields: list[bytes], *, claimed: bool) -> Entry:
     """An entry as a script returns it: fields as a flat [name, value, ...] list."""
     raw = next((fields[i + 1] for i in range(0, len(fields) - 1, 2) if fields[i] == b"event"), None)
-    return Entry(entry_id.decode(), raw)
+    return Entry(entry_id.decode(), raw, claimed)
 
 
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:

@@ -22,9 +22,11 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from tests.support.worker_process import WorkerProcess, forget_cron_jobs, worker_env
+from worker.keys import CONSUMER_GROUP, Keys
 from worker.session_run import observe
 from worker.settings import Settings
 from worker.storage.records import BatchWrite
+from worker.streams import SessionStream
 
 JOB_TIMEOUT_S = 6
 SMALL = {"batch_max_events": "4", "job_timeout_s": str(JOB_TIMEOUT_S)}
@@ -138,7 +140,10 @@ async def test_events_stored_before_a_crash_are_acked_without_asking_again(
     settings = make_settings(tmp_path, redis_url, fake_observer.url)
     calls = [tool_call("c1", n) for n in range(3)]
     await publish(arq_redis, settings, *calls)
-    # A worker died after committing the first two events' batch, before acking it.
+    # A worker read the first two events, committed their batch and died before acking it.
+    stream = Keys(settings.prefix).events("c1")
+    await SessionStream(arq_redis, Keys(settings.prefix), "c1", "crashed").ensure_group()
+    await arq_redis.xreadgroup(CONSUMER_GROUP, "crashed", {stream: ">"}, count=2)
     store = sqlite_store(settings)
     try:
         await store.migrate()

@@ -64,6 +64,19 @@ async def test_read_returns_pending_entries_first_then_new_ones_in_order(
     assert [e.raw for e in got] == [b"1", b"2", b"3", b"4"]
     pending = await redis.xpending_range(KEYS.events(SESSION), CONSUMER_GROUP, "-", "+", 10)
     assert {p["consumer"] for p in pending} == {b"consumer-b"}
+    # Only the taken-over ones may have been stored by a holder that died before acking.
+    assert [e.claimed for e in got] == [True, True, False, False]
+
+
+async def test_entries_read_without_claiming_are_new(
+    redis: aioredis.Redis, stream: SessionStream
+) -> None:
+    await _add(redis, b"1")
+    assert [e.claimed for e in await stream.read(5)] == [False]
+    await _add(redis, b"2")
+    assert [(e.raw, e.claimed) for e in await stream.read(5, claim=False)] == [(b"2", False)]
+    # Neither was acked: a claiming read takes both over again, as delivered before.
+    assert [(e.raw, e.claimed) for e in await stream.read(5)] == [(b"1", True), (b"2", True)]
 
 
 async def test_an_entry_without_an_event_field_reads_as_none(
