@@ -123,6 +123,10 @@ async def _drive(
             if rt.stopping.is_set():
                 return "stopping", 0.0
             turn_entries = [by_event[id(ev)] for ev in turn.events]
+            # The batch's last turn reads the next batch in its commit's round trip, when
+            # the job will go on (entries read ahead and not used are claimed by a later job).
+            goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
+            runner.read_ahead = s.batch_max_events if turn is turns[-1] and goes_on else 0
             t0 = time.monotonic()
             result = await runner.run(turn, turn_entries, deadline)
             logger.info(

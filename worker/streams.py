@@ -97,6 +97,8 @@ class SessionStream:
         self.session = session
         self.key = keys.events(session)
         self.consumer = consumer
+        # New entries read ahead by a commit's pipeline, handed out by the next new-only read.
+        self._ahead: list[Entry] | None = None
 
     async def ensure_group(self) -> None:
         """Create the consumer group (and the stream) if missing."""
@@ -111,8 +113,15 @@ class SessionStream:
 
         Pending entries belong to an earlier holder of this session's lease (a dead or
         stale worker, or our own stopped turn): holding the lease, we take them over. A
-        missing consumer group is created on first need.
+        missing consumer group is created on first need. A new-only read first hands out
+        what a commit read ahead (`queue_read_ahead`); a claiming read drops that, since it
+        takes those entries over again anyway.
         """
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and not claim:
+            if len(ahead) > count:
+                ahead, self._ahead = ahead[:count], ahead[count:]
+            return ahead
         try:
             return await self._read(count, claim)
         except ResponseError as e:
@@ -134,6 +143,14 @@ class SessionStream:
             CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count
         )
         return [_entry(i, f) for _stream, items in reply or [] for i, f in items]
+
+    def queue_read_ahead(self, pipe: Pipeline, count: int) -> None:
+        """Add a read of up to `count` new entries to a pipeline; pass its reply to `keep_ahead`."""
+        pipe.xreadgroup(CONSUMER_GROUP, self.consumer, {self.key: ">"}, count=count)
+
+    def keep_ahead(self, reply: Any) -> None:
+        """Keep what a queued read-ahead returned for the next new-only `read`."""
+        self._ahead = [_entry(i, f) for _stream, items in reply or [] for i, f in items]
 
     async def ack(self, token: int, ids: Sequence[str]) -> None:
         """Ack and delete entries; raises FencedError when the lease is no longer ours."""

@@ -65,6 +65,9 @@ class TurnRunner:
         # Usage of answered calls not yet added to the day's budgets: a commit adds it in
         # its pipeline, any other end of the turn right away.
         self._unbudgeted: list[tuple[str, Usage]] = []
+        # Set by the job before a turn: new entries its commit reads ahead for the next turn
+        # (0: none), saving the job a round trip per turn.
+        self.read_ahead = 0
 
     async def run(self, turn: Turn, entries: list[Entry], deadline: float) -> TurnResult:
         """Run one turn; paused and retried turns leave their entries unacked."""
@@ -262,7 +265,13 @@ class TurnRunner:
         for project, spent in self._unbudgeted:
             self.rt.gate.queue_budget(pipe, project, spent)
         self._unbudgeted = []
+        # A stopping worker leaves the rest unread for the next one.
+        read_ahead = 0 if self.rt.stopping.is_set() else self.read_ahead
+        if read_ahead:
+            self.stream.queue_read_ahead(pipe, read_ahead)
         replies = await pipe.execute()
+        if read_ahead:
+            self.stream.keep_ahead(replies[-1])
         if written.stored:
             await self.rt.store.mark_announced(written.stored)
         self.stream.check_ack(self.lease.token, replies[0])

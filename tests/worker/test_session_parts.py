@@ -256,3 +256,29 @@ async def test_a_lost_fence_counter_recovers_instead_of_refusing_forever(
     assert again.token > first.token
     await store.write_batch(batch(again.token))
     await again.release()
+
+
+async def test_a_read_ahead_is_handed_out_by_the_next_new_only_read(
+    redis: aioredis.Redis, stream: SessionStream
+) -> None:
+    ids = await _add(redis, b"1", b"2", b"3")
+    pipe = redis.pipeline(transaction=False)
+    stream.queue_read_ahead(pipe, 2)
+    stream.keep_ahead((await pipe.execute())[-1])
+    later = await _add(redis, b"4")
+    # What the commit read, not what is newest: nothing is skipped or read twice.
+    assert [e.id for e in await stream.read(1, claim=False)] == ids[:1]
+    assert [e.id for e in await stream.read(5, claim=False)] == ids[1:2]
+    assert [e.id for e in await stream.read(5, claim=False)] == ids[2:] + later
+
+
+async def test_a_claiming_read_drops_the_read_ahead_and_takes_it_over(
+    redis: aioredis.Redis, stream: SessionStream
+) -> None:
+    ids = await _add(redis, b"1", b"2")
+    pipe = redis.pipeline(transaction=False)
+    stream.queue_read_ahead(pipe, 8)
+    stream.keep_ahead((await pipe.execute())[-1])
+    got = await stream.read(8)
+    assert [(e.id, e.claimed) for e in got] == [(ids[0], True), (ids[1], True)]
+    assert await stream.read(8, claim=False) == []
