@@ -59,8 +59,8 @@ class Broadcaster:
             args += [payload(row), row.kind, row.id]
         _ANNOUNCE.queue(pipe, [self.keys.feed], args)
 
-    async def announce_backlog(self, limit: int = 500) -> int:
-        """Announce rows a crash left unannounced; returns how many."""
-        rows = await self.store.unannounced(limit)
+    async def announce_backlog(self, limit: int = 500, *, session: str | None = None) -> int:
+        """Announce rows a crash left unannounced (of one session); returns how many."""
+        rows = await self.store.unannounced(limit, memory_session_id=session)
         await self.announce(rows)
         return len(rows)

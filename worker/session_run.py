@@ -209,7 +209,16 @@ async def _decode(
     claimed = [ev.event_id for e, ev in good if e.claimed]
     done = await rt.store.processed_event_ids(session, claimed) if claimed else set()
     if done:
-        # Stored before a crash, never acked: ack now, never show them to the observer again.
+        # Stored before a crash (or a Redis failure) and never acked: their rows may not have
+        # been announced either (announce and ack share the commit's round trip), so the
+        # session's unannounced rows go out first. Then ack; the observer never sees them again.
+        announced = await rt.broadcaster.announce_backlog(session=session)
+        if announced:
+            logger.info(
+                "announced %d rows stored before a failure",
+                announced,
+                extra={"session_id": session},
+            )
         await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
         good = [(e, ev) for e, ev in good if ev.event_id not in done]
     return good

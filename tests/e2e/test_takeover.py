@@ -1,4 +1,4 @@
-"""A lease taken over between a turn's commit and its ack: rows announced once, nothing redone."""
+"""Between a commit and its ack (a takeover, a lost Redis): rows announced once, nothing redone."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from arq.connections import ArqRedis
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_checks import observations, unacked
@@ -73,3 +74,48 @@ async def test_rows_committed_before_a_takeover_are_announced_at_once_and_not_re
     assert len(await observations(settings, "t1")) == 2
     assert len(feed) == 2
     assert await unacked(arq_redis, settings, "t1") == (0, 0)
+
+
+class _RedisLostAfterCommit(SqliteStore):
+    """The worker's real store; Redis goes away right after the first commit, so that turn's
+    announce-and-ack round trip fails (the job ends in error, its entries stay pending)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.failed = False
+
+    async def write_batch(self, batch: BatchWrite) -> BatchResult:
+        result = await super().write_batch(batch)
+        if not self.failed:
+            self.failed = True
+            raise RedisConnectionError("Connection reset by peer")
+        return result
+
+
+async def test_rows_whose_announce_failed_after_commit_go_out_with_the_next_job(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    await publish(arq_redis, settings, tool_call("r1", 0), tool_call("r1", 1))
+    async with running_runtime(settings, arq_redis) as rt:
+        store = _RedisLostAfterCommit(settings.data_path / "memq.db")
+        try:
+            lost = dataclasses.replace(rt, store=store)
+            assert await observe(lost, "r1", rt.keys.job_id("r1", 1)) == "error"
+            assert await rt.redis.xlen(rt.keys.feed) == 0
+            assert await unacked(arq_redis, settings, "r1") == (2, 2)
+            # The next job (no restart in between) finds the entries stored: it announces
+            # their rows, then acks, without asking the observer again.
+            assert await observe(lost, "r1", rt.keys.job_id("r1", 2)) == "drained"
+        finally:
+            await store.aclose()
+        feed = await rt.redis.xrange(rt.keys.feed)
+    assert len(fake_observer.requests) == 1
+    assert len(await observations(settings, "r1")) == 2
+    assert sorted(e[1][b"id"] for e in feed) == [b"1", b"2"]
+    assert await unacked(arq_redis, settings, "r1") == (0, 0)
+    check = sqlite_store(settings)
+    try:
+        assert await check.unannounced() == []
+    finally:
+        await check.aclose()

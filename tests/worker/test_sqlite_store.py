@@ -442,6 +442,19 @@ async def test_rows_stay_unannounced_until_marked(store: Store) -> None:
     assert len(await store.observations()) == 4
 
 
+async def test_unannounced_rows_of_one_session(store: Store) -> None:
+    await store.write_batch(batch(observations=[obs("mine", "x")], summaries=[summary()]))
+    await store.write_batch(batch(session="s2", observations=[obs("theirs", "y", session="s2")]))
+    mine = await store.unannounced(memory_session_id="s1")
+    assert [(r.kind, r.memory_session_id) for r in mine] == [
+        ("observation", "s1"),
+        ("summary", "s1"),
+    ]
+    assert await store.unannounced(1, memory_session_id="s1") == mine[:1]
+    assert [r.title for r in await store.unannounced(memory_session_id="s2")] == ["theirs"]
+    assert await store.unannounced(memory_session_id="nobody") == []
+
+
 async def _listing_fixture(store: Store) -> None:
     at = [T0 + timedelta(seconds=i) for i in range(6)]
     await store.write_batch(

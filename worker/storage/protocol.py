@@ -100,8 +100,10 @@ class Store(Protocol):
         """Forget processed event ids recorded before `older_than` (never imported ones);
         returns how many were deleted."""
 
-    async def unannounced(self, limit: int = 500) -> list[StoredRow]:
-        """Stored rows not yet announced on pub/sub and the feed, oldest first."""
+    async def unannounced(
+        self, limit: int = 500, *, memory_session_id: str | None = None
+    ) -> list[StoredRow]:
+        """Stored rows not yet announced on pub/sub and the feed (of one session), oldest first."""
 
     async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
         """Record that these rows were announced."""

@@ -107,11 +107,18 @@ class SqlStore(SqlIndexQueries):
             if deleted < chunk_rows:
                 return pruned
 
-    async def unannounced(self, limit: int = 500) -> list[StoredRow]:
+    async def unannounced(
+        self, limit: int = 500, *, memory_session_id: str | None = None
+    ) -> list[StoredRow]:
         """Stored rows not yet announced on pub/sub and the feed, oldest first."""
-        sql = self._selects.merged(["announced_at IS NULL"], "$1", newest_first=False)
+        conditions = ["announced_at IS NULL"]
+        params: list[object] = [limit]
+        if memory_session_id is not None:
+            conditions.append("memory_session_id = $2")
+            params.append(memory_session_id)
+        sql = self._selects.merged(conditions, "$1", newest_first=False)
         async with self._use() as conn:
-            found = await conn.fetch(sql, (limit,))
+            found = await conn.fetch(sql, params)
         return [db.stored_row(row) for row in found]
 
     async def observations(
