@@ -79,14 +79,15 @@ async def test_burst_of_500_with_kills_restarts_and_blips_is_delivered_exactly_o
             await asyncio.sleep(0.002)
 
     producer = asyncio.create_task(produce())
-    kills = blips = 0
-    while not producer.done():
+    kills = 0
+    # At least five kills, and a blip every third round besides the random ones: how many
+    # rounds the burst lasts depends on the machine, the faults must not.
+    while not producer.done() or kills < 5:
         current = consumer()
         task = asyncio.create_task(current.run())
         await asyncio.sleep(rng.uniform(0.005, 0.04))
-        if rng.random() < 0.3:
+        if kills % 3 == 1 or rng.random() < 0.3:
             await _kill_consumer_connections(redis)
-            blips += 1
             await asyncio.sleep(rng.uniform(0.005, 0.02))
         task.cancel()  # a kill: the task dies wherever it is
         await asyncio.gather(task, return_exceptions=True)
@@ -99,8 +100,6 @@ async def test_burst_of_500_with_kills_restarts_and_blips_is_delivered_exactly_o
     last.stop()
     await task
 
-    assert kills >= 5
-    assert blips >= 1
     repeated = {key: n for key, n in Counter(delivered).items() if n > 1}
     assert repeated == {}
     assert delivered == [f"observation:{n}" for n in range(1, 501)]
