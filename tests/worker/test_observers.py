@@ -132,6 +132,7 @@ async def test_anthropic_round_trip_caches_the_system_prompt(
     [sent] = fake_observer.requests
     assert (sent.path, sent.system, sent.user) == (ANTHROPIC_PATH, SYSTEM, "batch three")
     assert sent.headers["authorization"] == "Bearer sk-ant-test"
+    assert sent.headers["content-type"] == "application/json"  # the body is sent pre-encoded
     assert sent.body["model"] == "claude-test"
     assert sent.body["max_tokens"] == 321
     assert "temperature" not in sent.body  # API 2026-10-21 rejects sampling parameters
@@ -190,6 +191,7 @@ async def test_openai_round_trip_sends_system_then_history_then_user(
     [sent] = fake_observer.requests
     assert (sent.path, sent.system, sent.user) == (OPENAI_PATH, SYSTEM, "batch three")
     assert sent.headers["authorization"] == "Bearer sk-oai-test"
+    assert sent.headers["content-type"] == "application/json"
     assert (sent.body["model"], sent.body["max_tokens"], sent.body["temperature"]) == (
         "gpt-test",
         321,
