@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.redis_connect import describe_url, redis_url
+from worker.redis_packing import use_hiredis_packing
 from worker.redis_sentinel import (
     is_sentinel_url,
     parse_sentinel_url,
@@ -65,6 +66,7 @@ async def _connect_sentinel(settings: Settings, url: str) -> ArqRedis:
 
 async def _checked(redis: ArqRedis, url: str) -> ArqRedis:
     """PING once (no retries), then let commands ride out a short outage."""
+    use_hiredis_packing(redis.connection_pool)
     try:
         await redis.ping()
     except (RedisError, OSError) as e:
