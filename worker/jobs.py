@@ -114,6 +114,8 @@ async def build_runtime(
     )
     # Rows a crashed worker stored but never announced.
     backlog = await rt.broadcaster.announce_backlog()
+    if backlog and metrics is not None:
+        metrics.count_recovered("startup", backlog)
     if backlog:
         logger.info("announced %d rows left unannounced by a crash", backlog)
     return rt

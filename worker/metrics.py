@@ -96,6 +96,13 @@ class Metrics:
         self.vector_lag = Gauge(
             "memq_vector_lag", "Stored rows not yet in the vector index.", registry=r
         )
+        self.recovered_announcements = Counter(
+            "memq_recovered_announcements",
+            "Rows announced late because their commit's announce never ran (a crash or a lost"
+            " Redis): by a worker starting up, or by the session's next job.",
+            ["by"],
+            registry=r,
+        )
         self.silent_sessions = Gauge(
             "memq_silent_sessions",
             "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
@@ -108,6 +115,8 @@ class Metrics:
             self.tokens.labels(kind)
         for provider in PROVIDERS:
             self.paused.labels(provider)
+        for by in ("startup", "session"):
+            self.recovered_announcements.labels(by)
 
     def count_outcome(self, outcome: str, n: int = 1, category: str | None = None) -> None:
         """Add n to an outcome; `deduplicated` rows are dedupe hits too."""
@@ -129,6 +138,10 @@ class Metrics:
         self.events.inc(events)
         if kind != "recorded":  # prompts and ends only: no observer call, no batch
             self.batch_size.observe(events)
+
+    def count_recovered(self, by: str, rows: int) -> None:
+        """Rows announced late, by "startup" (a worker's backlog) or "session" (its next job)."""
+        self.recovered_announcements.labels(by).inc(rows)
 
     def observe_call(self, seconds: float) -> None:
         """Record one observer call's duration."""

@@ -12,6 +12,7 @@ import pytest
 from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver
+from tests.support.feed_rows import observation, store_rows
 from tests.support.worker_checks import observations, unacked, wait_until
 from tests.support.worker_harness import (
     drain,
@@ -22,7 +23,9 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from tests.support.worker_process import WorkerProcess, forget_cron_jobs, worker_env
+from worker.jobs import build_runtime, close_runtime
 from worker.keys import CONSUMER_GROUP, Keys
+from worker.metrics import Metrics
 from worker.session_run import observe
 from worker.settings import Settings
 from worker.storage.records import BatchWrite
@@ -212,3 +215,30 @@ async def test_a_second_run_of_a_busy_session_stands_aside(
             assert await slow == "drained"
     assert len(fake_observer.requests) == 1
     assert len(await observations(settings, "b1")) == 3
+
+
+async def test_a_starting_worker_announces_rows_a_crash_left_unannounced(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    store = sqlite_store(settings)
+    try:
+        await store.migrate()
+        # Committed, then the worker died before its announce ran.
+        rows = [observation(1, session="u1"), observation(2, session="u1")]
+        await store_rows(store, session="u1", observations=rows)
+    finally:
+        await store.aclose()
+    metrics = Metrics()
+    rt = await build_runtime(settings, arq_redis, metrics)
+    try:
+        feed = await rt.redis.xrange(rt.keys.feed)
+    finally:
+        await close_runtime(rt)
+    assert [e[1][b"id"] for e in feed] == [b"1", b"2"]
+    assert 'memq_recovered_announcements_total{by="startup"} 2.0' in metrics.render().decode()
+    check = sqlite_store(settings)
+    try:
+        assert await check.unannounced() == []
+    finally:
+        await check.aclose()

@@ -20,6 +20,7 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from worker.keys import Keys
+from worker.metrics import Metrics
 from worker.session_run import observe
 from worker.storage.records import BatchResult, BatchWrite
 from worker.storage.sqlite import SqliteStore
@@ -100,7 +101,8 @@ async def test_rows_whose_announce_failed_after_commit_go_out_with_the_next_job(
     async with running_runtime(settings, arq_redis) as rt:
         store = _RedisLostAfterCommit(settings.data_path / "memq.db")
         try:
-            lost = dataclasses.replace(rt, store=store)
+            metrics = Metrics()
+            lost = dataclasses.replace(rt, store=store, metrics=metrics)
             assert await observe(lost, "r1", rt.keys.job_id("r1", 1)) == "error"
             assert await rt.redis.xlen(rt.keys.feed) == 0
             assert await unacked(arq_redis, settings, "r1") == (2, 2)
@@ -113,6 +115,7 @@ async def test_rows_whose_announce_failed_after_commit_go_out_with_the_next_job(
     assert len(fake_observer.requests) == 1
     assert len(await observations(settings, "r1")) == 2
     assert sorted(e[1][b"id"] for e in feed) == [b"1", b"2"]
+    assert 'memq_recovered_announcements_total{by="session"} 2.0' in metrics.render().decode()
     assert await unacked(arq_redis, settings, "r1") == (0, 0)
     check = sqlite_store(settings)
     try:
