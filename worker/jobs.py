@@ -114,9 +114,9 @@ async def build_runtime(
     )
     # Rows a crashed worker stored but never announced.
     backlog = await rt.broadcaster.announce_backlog()
-    if backlog and metrics is not None:
-        metrics.count_recovered("startup", backlog)
     if backlog:
+        if metrics is not None:
+            metrics.count_recovered("startup", backlog)
         logger.info("announced %d rows left unannounced by a crash", backlog)
     return rt
 

@@ -213,9 +213,9 @@ async def _decode(
         # been announced either (announce and ack share the commit's round trip), so the
         # session's unannounced rows go out first. Then ack; the observer never sees them again.
         announced = await rt.broadcaster.announce_backlog(session=session)
-        if announced and rt.metrics is not None:
-            rt.metrics.count_recovered("session", announced)
         if announced:
+            if rt.metrics is not None:
+                rt.metrics.count_recovered("session", announced)
             logger.info(
                 "announced %d rows stored before a failure",
                 announced,

@@ -13,6 +13,7 @@ from worker.observers.errors import (
     ObserverTransientError,
     body_text,
     classify_status,
+    decode_reply,
     refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
@@ -134,13 +135,10 @@ class AnthropicObserver:
         except anthropic.APIError as e:
             raise _map_error(e, self._client.base_url, self._timeout_s) from e
         latency_ms = (time.perf_counter() - started) * 1000
-        try:
-            message = _DECODER.decode(body)
-        except msgspec.DecodeError as e:
-            raise ObserverPermanentError(
-                f"{PROVIDER} observer: HTTP {raw.status_code} reply from {self._client.base_url}"
-                f" is not a Messages response ({e})"
-            ) from e
+        message = decode_reply(
+            _DECODER, body, provider=PROVIDER, status=raw.status_code,
+            where=self._client.base_url, api="Messages",
+        )  # fmt: skip
         text = "\n".join(b.text for b in message.content if b.type == "text")
         u = message.usage
         cache_read = u.cache_read_input_tokens or 0

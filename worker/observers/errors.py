@@ -6,8 +6,13 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import TypeVar
+
+import msgspec
 
 from worker.errors import WorkerError
+
+T = TypeVar("T")
 
 # Quota and credit wording seen in Anthropic, OpenAI and OpenAI-compatible gateways' bodies.
 # Not "billing" alone: OpenAI's per-minute rate-limit message links to the billing page.
@@ -93,6 +98,20 @@ def classify_status(
     if status in _TRANSIENT_4XX or status >= 500:
         return ObserverTransientError(message, retry_after_s(headers, now=now))
     return ObserverPermanentError(message)
+
+
+def decode_reply(
+    decoder: msgspec.json.Decoder[T], body: bytes, *, provider: str, status: int, where: object,
+    api: str,
+) -> T:  # fmt: skip
+    """A successful reply's body decoded; a body that is not the API's reply (a misrouted
+    proxy, an HTML page) is an ObserverPermanentError naming the status, server and API."""
+    try:
+        return decoder.decode(body)
+    except msgspec.DecodeError as e:
+        raise ObserverPermanentError(
+            f"{provider} observer: HTTP {status} reply from {where} is not a {api} response ({e})"
+        ) from e
 
 
 def refused_connection(error: BaseException) -> BaseException | None:

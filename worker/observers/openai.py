@@ -13,6 +13,7 @@ from worker.observers.errors import (
     ObserverTransientError,
     body_text,
     classify_status,
+    decode_reply,
     refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
@@ -132,13 +133,10 @@ class OpenAIObserver:
         except openai.APIError as e:
             raise _map_error(e, self._client.base_url, self._timeout_s) from e
         latency_ms = (time.perf_counter() - started) * 1000
-        try:
-            completion = _DECODER.decode(body)
-        except msgspec.DecodeError as e:
-            raise ObserverPermanentError(
-                f"{PROVIDER} observer: HTTP {raw.status_code} reply from {self._client.base_url}"
-                f" is not a Chat Completions response ({e})"
-            ) from e
+        completion = decode_reply(
+            _DECODER, body, provider=PROVIDER, status=raw.status_code,
+            where=self._client.base_url, api="Chat Completions",
+        )  # fmt: skip
         text = ""
         if completion.choices:
             text = completion.choices[0].message.content or ""
