@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio as aioredis
 
-import worker.producer as producer_module
+import worker.ingest.producer as producer_module
 from bench.common import CpuMeter, machine, percentile, private_redis
 from pipeline.events import Event, ToolCall, encode_event
-from worker.producer import Producer, prepare_event
+from worker.ingest.producer import Producer, prepare_event
 from worker.settings import Settings
 
 SESSIONS = 50
@@ -134,7 +134,7 @@ def hook_times(
     command = [str(Path(sys.executable).parent / "memq"), "hook", "claude-code"]
     extra: dict[str, str] = {}
     if no_site:
-        code = "from worker.entry import main; main()"
+        code = "from worker.cli.entry import main; main()"
         command = [sys.executable, "-S", "-c", code, "hook", "claude-code"]
         site_packages = next(p for p in sys.path if p.endswith("site-packages"))
         extra["PYTHONPATH"] = f"{Path(__file__).resolve().parent.parent}:{site_packages}"

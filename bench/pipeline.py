@@ -32,9 +32,9 @@ from pipeline.framing import render_tool_field
 from pipeline.mode_files import load_mode
 from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml, strip_code_fences
-from pipeline.privacy import strip_private_tags
 from pipeline.prompts import build_observation_prompt
-from pipeline.redact import redact_secrets
+from pipeline.redaction.privacy import strip_private_tags
+from pipeline.redaction.redact import redact_secrets
 
 SIZES = (200, 2_000, 20_000, 200_000)
 VARIANTS = 8  # events per (size, kind): different text, so no cache flatters a row

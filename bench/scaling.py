@@ -47,8 +47,8 @@ from bench.common import (
 from bench.databases import Database, cluster_cpu_s, private_postgres
 from pipeline.events import Event, ToolCall
 from tests.support.postgres_server import PostgresServer
+from worker.ingest.producer import Producer
 from worker.keys import Keys
-from worker.producer import Producer
 from worker.settings import Settings
 
 PREFIX = "scale"

@@ -24,12 +24,12 @@ import numpy as np
 from bench.common import CpuMeter, machine, markdown_table, percentile
 from pipeline.content_hash import compute_observation_content_hash
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits
-from worker.embeddings import MiniLmEmbeddingFunction
-from worker.search import SearchMode, SearchResult, index_search, search
+from worker.search.embeddings import MiniLmEmbeddingFunction
+from worker.search.hybrid import SearchMode, SearchResult, index_search, search
+from worker.search.vector_index import ChromaTarget, VectorIndex, documents_for
+from worker.search.vector_sync import SyncPolicy, VectorSync
 from worker.storage.records import BatchWrite, ObservationRecord
-from worker.storage.sqlite import SqliteStore
-from worker.vector_index import ChromaTarget, VectorIndex, documents_for
-from worker.vectors import SyncPolicy, VectorSync
+from worker.storage.sqlite.store import SqliteStore
 
 COMPONENTS = [
     "cart service",

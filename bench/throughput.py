@@ -42,8 +42,8 @@ from bench.common import (
     worker_env,
 )
 from pipeline.events import ToolCall
+from worker.ingest.producer import Producer
 from worker.keys import Keys
-from worker.producer import Producer
 from worker.settings import Settings
 
 PREFIX = "bench"

@@ -39,10 +39,10 @@ from pipeline.modes import Mode
 from pipeline.prompts import build_init_prompt, build_summary_prompt, format_timestamp
 from pipeline.truncate import truncate_observation_field
 from tests.support.fake_observer import RecordedRequest, deterministic_reply
-from worker.conversation import conversation_state, user_message
-from worker.observer_state import ObserverState, bounded_history
+from worker.ingest.producer import prepare_event
+from worker.observe.conversation import conversation_state, user_message
+from worker.observe.observer_state import ObserverState, bounded_history
 from worker.observers.protocol import Turn as Exchange
-from worker.producer import prepare_event
 from worker.settings import Settings
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "session.jsonl"

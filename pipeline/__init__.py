@@ -47,12 +47,6 @@ if TYPE_CHECKING:
         parse_agent_xml,
         strip_code_fences,
     )
-    from pipeline.privacy import (
-        PRIVATE_TAG_NAMES,
-        is_entirely_private,
-        strip_private_tags,
-        strip_private_value,
-    )
     from pipeline.prompts import (
         EmptyBatchError,
         build_continuation_prompt,
@@ -61,7 +55,13 @@ if TYPE_CHECKING:
         build_summary_prompt,
         observation_skeleton,
     )
-    from pipeline.redact import (
+    from pipeline.redaction.privacy import (
+        PRIVATE_TAG_NAMES,
+        is_entirely_private,
+        strip_private_tags,
+        strip_private_value,
+    )
+    from pipeline.redaction.redact import (
         SECRET_KINDS,
         SecretMatch,
         find_secrets,
@@ -116,7 +116,7 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
         "parse_agent_xml",
         "strip_code_fences",
     ),
-    "pipeline.privacy": (
+    "pipeline.redaction.privacy": (
         "PRIVATE_TAG_NAMES",
         "is_entirely_private",
         "strip_private_tags",
@@ -130,7 +130,7 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
         "build_summary_prompt",
         "observation_skeleton",
     ),
-    "pipeline.redact": (
+    "pipeline.redaction.redact": (
         "SECRET_KINDS",
         "SecretMatch",
         "find_secrets",

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis, RedisSettings, create_pool
 
 from tests.support.redis_server import RedisServer
-from worker.scheduling import job_deserializer, job_serializer
+from worker.queue.scheduling import job_deserializer, job_serializer
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -44,7 +44,7 @@ from tests.support.worker_checks import wait_until
 from tests.support.worker_harness import tool_call
 from tests.support.worker_process import WorkerProcess, worker_env
 from worker.keys import Keys
-from worker.scheduling import Scheduler
+from worker.queue.scheduling import Scheduler
 
 SESSIONS = 50
 EVENTS_PER_SESSION = 40

@@ -23,13 +23,13 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from tests.support.worker_process import WorkerProcess, forget_cron_jobs, worker_env
-from worker.jobs import build_runtime, close_runtime
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.metrics import Metrics
-from worker.session_run import observe
+from worker.observe.jobs import build_runtime, close_runtime
+from worker.observe.session_run import observe
+from worker.queue.streams import SessionStream
 from worker.settings import Settings
 from worker.storage.records import BatchWrite
-from worker.streams import SessionStream
+from worker.telemetry.metrics import Metrics
 
 JOB_TIMEOUT_S = 6
 SMALL = {"batch_max_events": "4", "job_timeout_s": str(JOB_TIMEOUT_S)}

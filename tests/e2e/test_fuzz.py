@@ -27,7 +27,7 @@ from tests.support.ingest import console_script, subprocess_env
 from tests.support.worker_checks import observations, unacked
 from tests.support.worker_harness import drain, make_settings, running_runtime, sqlite_store
 from worker.keys import Keys
-from worker.scheduling import Scheduler
+from worker.queue.scheduling import Scheduler
 from worker.settings import Settings
 
 ENTRIES = 10_000

@@ -21,12 +21,12 @@ from tests.support.worker_harness import (
     running_runtime,
     tool_call,
 )
-from worker.budget import Budget, seconds_to_midnight
-from worker.counters import Counters
 from worker.keys import Keys
-from worker.ratelimit import RateLimiter
-from worker.runtime import Runtime
-from worker.session_run import observe
+from worker.limits.budget import Budget, seconds_to_midnight
+from worker.limits.rate_limit import RateLimiter
+from worker.observe.runtime import Runtime
+from worker.observe.session_run import observe
+from worker.telemetry.counters import Counters
 
 ONE_CALL_A_TURN = {"batch_max_events": "1"}
 QUOTA_PROSE = (Path(__file__).parent.parent / "data" / "replies" / "quota_prose.txt").read_text()

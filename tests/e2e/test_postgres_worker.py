@@ -19,7 +19,7 @@ from tests.support.worker_harness import (
     summarize,
     tool_call,
 )
-from worker.storage.postgres import PostgresStore
+from worker.storage.postgres.store import PostgresStore
 
 
 async def test_a_session_is_stored_end_to_end_in_postgresql(

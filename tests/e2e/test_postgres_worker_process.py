@@ -20,7 +20,7 @@ from tests.support.worker_harness import make_settings, publish, tool_call
 from tests.support.worker_process import WorkerProcess, worker_env
 from worker.keys import Keys
 from worker.settings import Settings
-from worker.storage.postgres import PostgresStore
+from worker.storage.postgres.store import PostgresStore
 from worker.storage.records import BatchWrite
 
 SESSIONS = ("pg1", "pg2", "pg3")

@@ -20,10 +20,10 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from worker.keys import Keys
-from worker.metrics import Metrics
-from worker.session_run import observe
+from worker.observe.session_run import observe
 from worker.storage.records import BatchResult, BatchWrite
-from worker.storage.sqlite import SqliteStore
+from worker.storage.sqlite.store import SqliteStore
+from worker.telemetry.metrics import Metrics
 
 
 class _TakenOverAfterCommit(SqliteStore):

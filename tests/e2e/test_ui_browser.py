@@ -17,9 +17,9 @@ from tests.support.feed_rows import announce, observation, store_rows
 from tests.support.feed_rows import prompt as prompt_record
 from tests.support.ui_harness import running_ui, ui_settings
 from tests.support.worker_harness import drain, make_settings, prompt, running_runtime, tool_call
+from worker.ingest.producer import Producer
 from worker.keys import Keys
-from worker.producer import Producer
-from worker.storage.sqlite import SqliteStore
+from worker.storage.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.slow  # a browser
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import find_secrets, redact_secrets
-from pipeline.secret_names import KEY_QUALIFIERS, SECRET_WORDS
-from pipeline.secret_patterns import SECRET_PATTERNS, SecretPattern
+from pipeline.redaction.names import KEY_QUALIFIERS, SECRET_WORDS
+from pipeline.redaction.patterns import SECRET_PATTERNS, SecretPattern
 from tests.support.secret_samples import LOOKALIKES, POSITIVES, Positive
 
 # Ordinary tool output of several shapes, none holding a secret or an anchor.

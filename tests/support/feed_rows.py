@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 from redis.asyncio import Redis
 
-from worker.broadcast import Broadcaster
 from worker.keys import Keys
+from worker.observe.broadcast import Broadcaster
 from worker.storage.protocol import Store
 from worker.storage.records import (
     BatchWrite,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from worker.embeddings import MiniLmEmbeddingFunction
+from worker.search.embeddings import MiniLmEmbeddingFunction
 
 
 def _no_network(*args: Any, **kwargs: Any) -> None:

@@ -15,7 +15,7 @@ import asyncpg
 import pytest
 
 from tests.support.ports import free_port
-from worker.storage.postgres_schema import SCHEMA_VERSION
+from worker.storage.postgres.schema import SCHEMA_VERSION
 
 MISSING = (
     "PostgreSQL server binaries (initdb, pg_ctl) not found on the PATH nor under"

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from pipeline.content_hash import compute_observation_content_hash
-from worker.search import SearchResult
+from worker.search.hybrid import SearchResult
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, ObservationRecord
 

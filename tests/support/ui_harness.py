@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from worker.fanout.ui.server import run_ui
 from worker.settings import Settings, load_settings
-from worker.ui_server import run_ui
 
 
 def ui_settings(data_dir: Path, redis_url: str, **extra: str) -> Settings:

@@ -12,10 +12,10 @@ import msgspec
 from redis.asyncio import Redis
 
 from tests.support.worker_harness import sqlite_store
-from worker.counters import Counters
 from worker.keys import CONSUMER_GROUP, Keys
 from worker.settings import Settings
 from worker.storage.records import DroppedRow, StoredRow
+from worker.telemetry.counters import Counters
 
 
 async def stored_rows(settings: Settings, session: str | None = None) -> list[StoredRow]:

@@ -13,11 +13,11 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, encode_event
-from worker.jobs import build_runtime, build_worker, close_runtime
-from worker.runtime import Runtime
-from worker.scheduling import Scheduler
+from worker.observe.jobs import build_runtime, build_worker, close_runtime
+from worker.observe.runtime import Runtime
+from worker.queue.scheduling import Scheduler
 from worker.settings import Settings, load_settings
-from worker.storage.sqlite import SqliteStore
+from worker.storage.sqlite.store import SqliteStore
 
 _COUNTER = itertools.count(1)
 _T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)

@@ -31,7 +31,7 @@ def worker_env(
         "MEMQ_OBSERVER_TIMEOUT_S": "30",
         "MEMQ_LOG_FORMAT": "json",
         # The vector sync loads a 90 MB model per process; worker-process tests are about
-        # streams and outcomes (tests/worker/test_vectors.py covers the sync).
+        # streams and outcomes (tests/worker/search/test_vectors.py covers the sync).
         "MEMQ_CHROMA": "off",
         **{f"MEMQ_{k.upper()}": v for k, v in memq.items()},
     }

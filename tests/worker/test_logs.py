@@ -18,7 +18,7 @@ def _fix_lines() -> Iterator[tuple[io.StringIO, logging.Logger, logging.Logger]]
     handler = logging.StreamHandler(out)
     handler.setFormatter(JsonFormatter())
     handler.addFilter(SessionFilter())
-    loggers = logging.getLogger("arq.worker"), logging.getLogger("worker.session_run")
+    loggers = logging.getLogger("arq.worker"), logging.getLogger("worker.observe.session_run")
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.addHandler(handler)

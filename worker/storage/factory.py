@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 from worker.errors import ConfigError
 from worker.settings import Settings
 from worker.storage.protocol import Store
-from worker.storage.sqlite import SqliteStore
+from worker.storage.sqlite.store import SqliteStore
 
 DEFAULT_DATABASE_FILE = "memq.db"
 _POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
@@ -21,7 +21,7 @@ def open_store(settings: Settings) -> Store:
         return SqliteStore(settings.data_path / DEFAULT_DATABASE_FILE)
     if urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES:
         # Imported here: asyncpg costs a CLI hook on SQLite ~0.1 s it never needs.
-        from worker.storage.postgres import PostgresStore
+        from worker.storage.postgres.store import PostgresStore
 
         return PostgresStore(url)
     return SqliteStore(sqlite_path(url))

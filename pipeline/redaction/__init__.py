@@ -1,0 +1,1 @@
+"""Secret redaction and <private> stripping: pure text rules, run on the agent host."""

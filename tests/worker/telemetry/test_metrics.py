@@ -1,0 +1,451 @@
+"""`memq worker --metrics-port`: Prometheus metrics, /healthz and /readyz against real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+import redis.asyncio as aioredis
+from arq.connections import ArqRedis
+from prometheus_client.parser import text_string_to_metric_families
+
+from pipeline.events import encode_event
+from tests.support.fake_observer import FakeObserver
+from tests.support.ingest import closed_port_url, subprocess_env
+from tests.support.ports import free_port, wait_for_port
+from tests.support.redis_server import RedisServer
+from tests.support.worker_harness import drain, make_settings, prompt, publish, tool_call
+from tests.support.worker_process import WorkerProcess
+from worker.keys import Keys
+from worker.limits.pauses import Pauses
+from worker.observe.jobs import build_runtime, close_runtime
+from worker.observe.observer_state import ObserverState
+from worker.observers.protocol import Turn as Exchange
+from worker.ops.health import HealthServer
+from worker.ops.silence import silent_sessions
+from worker.settings import Settings, load_settings
+from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.sqlite.store import SqliteStore
+from worker.telemetry.counters import Counters
+from worker.telemetry.metrics import Metrics
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _settings(tmp_path: Path, redis_url: str) -> Settings:
+    return load_settings({"MEMQ_DATA_DIR": str(tmp_path), "MEMQ_REDIS_URL": redis_url})
+
+
+async def _get(url: str) -> tuple[int, str]:
+    def fetch() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.read().decode()
+
+    return await asyncio.to_thread(fetch)
+
+
+async def _raw(url: str, request: bytes) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(request)
+    await writer.drain()
+    reply = await reader.read()
+    writer.close()
+    await writer.wait_closed()
+    return reply
+
+
+def _samples(text: str) -> Samples:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, tuple(sorted(labels.items())))]
+
+
+HealthFactory = Callable[[aioredis.Redis, SqliteStore, Metrics], AbstractAsyncContextManager[str]]
+
+
+@pytest.fixture(name="health")
+def _fix_health(tmp_path: Path, redis_url: str) -> HealthFactory:
+    """Start a HealthServer on a free loopback port; yields its base URL."""
+
+    @asynccontextmanager
+    async def start(
+        redis: aioredis.Redis, store: SqliteStore, metrics: Metrics
+    ) -> AsyncIterator[str]:
+        server = HealthServer(_settings(tmp_path, redis_url), redis, store, metrics)
+        url = await server.start("127.0.0.1", 0)
+        try:
+            yield url
+        finally:
+            await server.aclose()
+            await store.aclose()
+
+    return start
+
+
+def _observation(session: str, title: str, at: datetime) -> ObservationRecord:
+    return ObservationRecord(
+        memory_session_id=session, project="demo", type="discovery", title=title,
+        subtitle=None, facts=[], narrative=f"{title} happened", concepts=[], files_read=[],
+        files_modified=[], prompt_number=None, content_hash=f"hash-{session}-{title}",
+        created_at=at,
+    )  # fmt: skip
+
+
+COUNTED = [
+    pytest.param([("stored", 3, None), ("deduplicated", 2, None)], id="stored-and-deduplicated"),
+    pytest.param(
+        [("dropped", 1, "prose"), ("dropped", 1, "prose"), ("dropped", 1, "malformed_xml")],
+        id="dropped-by-category",
+    ),
+    pytest.param(
+        [("paused", 1, None), ("retry", 1, None), ("retry", 1, None), ("dead", 4, None)],
+        id="paused-retry-dead",
+    ),
+    pytest.param([("skipped", 1, None), ("stored", 0, None)], id="zero-counts-nothing"),
+]
+
+
+@pytest.mark.parametrize("counted", COUNTED)
+async def test_metrics_show_every_outcome_counted_in_redis(
+    tmp_path: Path,
+    redis: aioredis.Redis,
+    health: HealthFactory,
+    counted: list[tuple[str, int, str | None]],
+) -> None:
+    metrics = Metrics()
+    counters = Counters(redis, Keys("memq"), metrics)
+    for outcome, n, category in counted:
+        await counters.count(outcome, n, category)
+    await counters.add_tokens(120, 100, 30)
+    await counters.add_tokens(7, 0, 5)
+    async with health(redis, SqliteStore(tmp_path / "memq.db"), metrics) as url:
+        status, text = await _get(f"{url}/metrics")
+    assert status == 200
+    samples = _samples(text)
+    in_redis = await counters.outcomes()
+    for outcome in {o for o, _, _ in counted}:
+        series = {
+            labels: v
+            for (name, labels), v in samples.items()
+            if name == "memq_outcomes_total" and dict(labels)["outcome"] == outcome
+        }
+        assert sum(series.values()) == in_redis[outcome]
+        for labels, value in series.items():
+            category = dict(labels)["category"]
+            if category:
+                assert value == in_redis[f"{outcome}:{category}"]
+    assert _value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
+    tokens = await counters.tokens()
+    for kind in ("input", "cached_input", "output"):
+        assert _value(samples, "memq_tokens_total", kind=kind) == tokens[kind]
+
+
+async def test_metrics_gauges_read_streams_pauses_dead_letters_and_vector_lag(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, health: HealthFactory
+) -> None:
+    settings = _settings(tmp_path, redis_url)
+    keys = Keys(settings.prefix)
+    await publish(arq_redis, settings, tool_call("s1", 1), tool_call("s1", 2), tool_call("s2", 1))
+    await arq_redis.xadd(keys.dead, {"reason": "bad entry"})
+    await Pauses(arq_redis, keys).pause("openai", 60, "quota")
+    store = SqliteStore(settings.data_path / "memq.db")
+    now = datetime.now(UTC)
+    await store.write_batch(
+        BatchWrite(
+            memory_session_id="s9", project="demo", fence=1, event_ids=["e1"],
+            observations=[_observation("s9", "one", now), _observation("s9", "two", now)],
+        )
+    )  # fmt: skip
+    async with health(arq_redis, store, Metrics()) as url:
+        status, text = await _get(f"{url}/metrics")
+    assert status == 200
+    samples = _samples(text)
+    assert _value(samples, "memq_stream_pending") == 3
+    assert 0 <= _value(samples, "memq_stream_oldest_pending_seconds") < 60
+    assert _value(samples, "memq_paused_providers", provider="openai") == 1
+    assert _value(samples, "memq_paused_providers", provider="anthropic") == 0
+    assert _value(samples, "memq_dead_letters") == 1
+    assert _value(samples, "memq_vector_lag") == 2
+    assert _value(samples, "memq_silent_sessions") == 0
+
+
+READINESS = [
+    pytest.param(True, True, 200, "ready", id="both-reachable"),
+    pytest.param(False, True, 503, "redis unreachable: ", id="redis-down"),
+    pytest.param(True, False, 503, "store unreachable: ", id="store-broken"),
+]
+
+
+@pytest.mark.parametrize(("redis_ok", "store_ok", "status", "body"), READINESS)
+async def test_readyz_names_what_is_unreachable(
+    tmp_path: Path,
+    redis_url: str,
+    health: HealthFactory,
+    redis_ok: bool,
+    store_ok: bool,
+    status: int,
+    body: str,
+) -> None:
+    client = aioredis.Redis.from_url(redis_url if redis_ok else closed_port_url())
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the database directory should be")
+    path = tmp_path / "memq.db" if store_ok else blocker / "memq.db"
+    try:
+        async with health(client, SqliteStore(path), Metrics()) as url:
+            got_status, got_body = await _get(f"{url}/readyz")
+            healthz = await _get(f"{url}/healthz")
+    finally:
+        await client.aclose()
+    assert got_status == status
+    assert got_body.startswith(body)
+    assert got_body.count("\n") == 1  # one line
+    assert healthz == (200, "ok\n")
+
+
+async def test_readyz_turns_503_while_redis_is_stopped_and_the_server_keeps_answering(
+    tmp_path: Path, health: HealthFactory
+) -> None:
+    server = RedisServer(tmp_path / "own-redis").start()
+    client = aioredis.Redis.from_url(server.url)
+    metrics = Metrics()
+    await Counters(client, Keys("memq"), metrics).count("stored", 2)
+    try:
+        async with health(client, SqliteStore(tmp_path / "memq.db"), metrics) as url:
+            assert await _get(f"{url}/readyz") == (200, "ready\n")
+            server.stop()
+            status, reason = await _get(f"{url}/readyz")
+            assert status == 503
+            assert reason.startswith("redis unreachable: ")
+            assert await _get(f"{url}/healthz") == (200, "ok\n")
+            status, text = await _get(f"{url}/metrics")
+            assert status == 200
+            assert _value(_samples(text), "memq_outcomes_total", outcome="stored", category="") == 2
+            server.start()
+            deadline = time.monotonic() + 10
+            while (await _get(f"{url}/readyz"))[0] != 200:
+                assert time.monotonic() < deadline, "readyz stayed 503 after Redis came back"
+                await asyncio.sleep(0.1)
+    finally:
+        await client.aclose()
+        server.stop()
+
+
+HTTP = [
+    pytest.param(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 404 ", id="unknown-path"),
+    pytest.param(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 405 ", id="post"),
+    pytest.param(b"\x16\x03\x01 not http\r\n\r\n", b"HTTP/1.1 400 ", id="garbage"),
+    pytest.param(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 ", id="head"),
+    pytest.param(b"GET /healthz?probe=1 HTTP/1.0\r\n\r\n", b"HTTP/1.1 200 ", id="query-string"),
+]
+
+
+@pytest.mark.parametrize(("request_bytes", "status_line"), HTTP)
+async def test_odd_requests_get_an_answer_and_the_server_keeps_serving(
+    tmp_path: Path,
+    redis: aioredis.Redis,
+    health: HealthFactory,
+    request_bytes: bytes,
+    status_line: bytes,
+) -> None:
+    async with health(redis, SqliteStore(tmp_path / "memq.db"), Metrics()) as url:
+        reply = await _raw(url, request_bytes)
+        assert reply.startswith(status_line)
+        if request_bytes.startswith(b"HEAD"):
+            assert reply.endswith(b"\r\n\r\n")  # headers only
+        assert await _get(f"{url}/healthz") == (200, "ok\n")
+
+
+async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    health: HealthFactory,
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    same = {"tool_input": {"command": "ls"}, "output": "x"}
+    await publish(arq_redis, settings, tool_call("s1", 1), tool_call("s1", 2), tool_call("s1", 3))
+    await publish(arq_redis, settings, tool_call("s2", 1, **same), tool_call("s2", 2, **same))
+    await publish(arq_redis, settings, prompt("s3", 1, "only a question"))  # no observer turn
+    metrics = Metrics()
+    rt = await build_runtime(settings, arq_redis, metrics)
+    try:
+        await drain(rt, arq_redis)
+    finally:
+        await close_runtime(rt)
+    async with health(arq_redis, SqliteStore(settings.data_path / "memq.db"), metrics) as url:
+        _, text = await _get(f"{url}/metrics")
+    samples = _samples(text)
+    in_redis = await rt.counters.outcomes()
+    assert in_redis["deduplicated"] >= 1
+    assert _value(samples, "memq_events_total") == 6
+    assert _value(samples, "memq_batch_size_sum") == 5
+    assert _value(samples, "memq_batch_size_count") == 2  # one observer turn per session
+    calls = len(fake_observer.requests)
+    assert _value(samples, "memq_observer_latency_seconds_count") == calls
+    assert (
+        _value(samples, "memq_outcomes_total", outcome="stored", category="") == in_redis["stored"]
+    )
+    assert _value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
+    tokens = await rt.counters.tokens()
+    assert tokens["input"] > 0
+    assert _value(samples, "memq_tokens_total", kind="input") == tokens["input"]
+    assert _value(samples, "memq_stream_pending") == 0
+
+
+TURNS = [
+    pytest.param("stored", 3, 3, 1, id="stored"),
+    pytest.param("dropped:prose", 2, 2, 1, id="dropped"),
+    pytest.param("dead", 4, 4, 1, id="dead"),
+    pytest.param("recorded", 2, 2, 0, id="recorded-has-no-observer-batch"),
+    pytest.param("paused", 4, 0, 0, id="paused-comes-back-later"),
+    pytest.param("retry", 1, 0, 0, id="retry-comes-back-later"),
+]
+
+
+@pytest.mark.parametrize(("outcome", "events", "counted", "batches"), TURNS)
+def test_finished_turns_count_their_events_and_observer_batches(
+    outcome: str, events: int, counted: int, batches: int
+) -> None:
+    metrics = Metrics()
+    metrics.finish_turn(outcome, events)
+    samples = _samples(metrics.render().decode())
+    assert _value(samples, "memq_events_total") == counted
+    assert _value(samples, "memq_batch_size_count") == batches
+
+
+@pytest.mark.slow
+async def test_memq_worker_with_metrics_port_answers_probes_and_stops_on_sigterm(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis
+) -> None:
+    port = free_port()
+    env = subprocess_env(
+        tmp_path, redis_url, ANTHROPIC_API_KEY="x", ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+        MEMQ_MODEL="test", MEMQ_CHROMA="off",
+    )  # fmt: skip
+    worker = WorkerProcess(env, tmp_path / "worker.log", "--metrics-port", str(port))
+    try:
+        await asyncio.to_thread(wait_for_port, port, 30)
+        url = f"http://127.0.0.1:{port}"
+        assert await _get(f"{url}/healthz") == (200, "ok\n")
+        assert await _get(f"{url}/readyz") == (200, "ready\n")
+        status, text = await _get(f"{url}/metrics")
+        assert status == 200
+        assert ("memq_outcomes_total", (("category", ""), ("outcome", "stored"))) in _samples(text)
+        worker.signal(signal.SIGTERM)
+        assert await asyncio.to_thread(worker.wait, 40) == 0
+        assert f"metrics and health on http://127.0.0.1:{port}/metrics" in worker.log()
+    finally:
+        worker.stop()
+
+
+# Silent sessions: times are seconds before NOW; the threshold is one hour.
+NOW = 1_900_000_000.0
+HOUR = 3600.0
+
+
+class Silence(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as the store and Redis see it."""
+
+    activity: list[float] = []  # batches the store recorded, seconds ago
+    observed: list[float] = []  # of those, the ones that stored an observation
+    history: bool = False  # the observer has answered the session's tool calls
+    pending: list[tuple[float, str]] = []  # (seconds ago, kind) still in the stream
+
+
+SILENCE = [
+    pytest.param(Silence(activity=[7200, 600], history=True), 1, id="tool-calls-2h-nothing-stored"),
+    pytest.param(
+        Silence(activity=[7200, 1200, 600], observed=[1200], history=True),
+        0,
+        id="observation-20min-ago",
+    ),
+    pytest.param(Silence(activity=[7200, 600]), 0, id="prompts-only"),
+    pytest.param(Silence(activity=[14400, 7300], history=True), 0, id="went-quiet-long-ago"),
+    pytest.param(Silence(activity=[1800, 60], history=True), 0, id="busy-only-30min"),
+    pytest.param(Silence(pending=[(7200, "tool_call")]), 1, id="tool-call-waiting-2h"),
+    pytest.param(Silence(pending=[(600, "tool_call")]), 0, id="tool-call-waiting-10min"),
+    pytest.param(Silence(pending=[(7200, "prompt")]), 0, id="prompt-waiting-2h"),
+    pytest.param(
+        Silence(activity=[9000], observed=[9000], pending=[(7200, "tool_call")]),
+        1,
+        id="waiting-since-after-the-last-observation",
+    ),
+    pytest.param(
+        Silence(activity=[7200, 600], history=True, pending=[(7000, "tool_call")]),
+        1,
+        id="silent-both-ways-counts-once",
+    ),
+]
+
+
+async def _make_session(
+    redis: aioredis.Redis, store: SqliteStore, keys: Keys, session: str, case: Silence
+) -> None:
+    for n, ago in enumerate(sorted(case.activity, reverse=True)):
+        at = datetime.fromtimestamp(NOW - ago, UTC)
+        observations = [_observation(session, f"row {n}", at)] if ago in case.observed else []
+        await store.write_batch(
+            BatchWrite(
+                memory_session_id=session, project="demo", fence=1,
+                event_ids=[f"{session}-{n}"], observations=observations, occurred_at=at,
+            )
+        )  # fmt: skip
+    if case.history:
+        state = ObserverState(system="init", history=[Exchange(user="calls", assistant="<skip/>")])
+        await redis.set(keys.observer(session), msgspec.json.encode(state))
+    for n, (ago, kind) in enumerate(sorted(case.pending, reverse=True)):
+        event = tool_call(session, n) if kind == "tool_call" else prompt(session, n, "do it")
+        entry_id = f"{int((NOW - ago) * 1000)}-{n}"
+        await redis.xadd(keys.events(session), {"event": encode_event(event)}, id=entry_id)
+        await redis.sadd(keys.sessions, session)
+
+
+@pytest.mark.parametrize(("case", "silent"), SILENCE)
+async def test_silent_sessions_counts_tool_calls_left_without_an_observation(
+    tmp_path: Path, redis: aioredis.Redis, case: Silence, silent: int
+) -> None:
+    keys = Keys("memq")
+    store = SqliteStore(tmp_path / "memq.db")
+    try:
+        await _make_session(redis, store, keys, "s1", case)
+        got = await silent_sessions(redis, keys, store, threshold_s=HOUR, now_s=NOW)
+    finally:
+        await store.aclose()
+    assert got == silent
+
+
+async def test_silent_sessions_add_up_across_sessions(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    keys = Keys("memq")
+    store = SqliteStore(tmp_path / "memq.db")
+    cases = [case.values[0] for case in SILENCE]
+    try:
+        for n, case in enumerate(cases):
+            assert isinstance(case, Silence)
+            await _make_session(redis, store, keys, f"s{n}", case)
+        got = await silent_sessions(redis, keys, store, threshold_s=HOUR, now_s=NOW)
+    finally:
+        await store.aclose()
+    assert got == sum(int(str(case.values[1])) for case in SILENCE)

@@ -1,0 +1,1 @@
+"""One module per `memq` command group, each with register(app)."""

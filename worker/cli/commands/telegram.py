@@ -1,0 +1,123 @@
+"""`memq telegram`: send stored rows to allow-listed Telegram chats; answer their commands."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import msgspec
+import typer
+
+from worker.settings import Settings
+
+
+class TelegramTuning(msgspec.Struct, frozen=True, kw_only=True):
+    """Limits and timings (Telegram's own by default; tests shorten them)."""
+
+    per_chat_s: float = 1.0
+    global_per_s: int = 30
+    max_attempts: int = 8  # 1 + 2 + 4 + … s: rides out about two minutes of 5xx
+    retry_base_s: float = 1.0
+    retry_max_s: float = 60.0
+    poll_timeout_s: float = 25.0
+    start: str = "end"  # where a chat that never received anything starts: "end" or "beginning"
+    commands: bool = True
+
+
+def register(app: typer.Typer) -> None:
+    """Add `memq telegram`."""
+    app.command("telegram")(telegram)
+
+
+def telegram() -> None:
+    """Send each stored row that passes MEMQ_TELEGRAM_TYPES/_CONCEPTS to MEMQ_TELEGRAM_CHAT_IDS."""
+    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.logs import configure_logging
+
+    with exit_codes():
+        settings = settings_from_environment()
+        configure_logging(settings.log_format)
+        # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        asyncio.run(run_telegram(settings))
+
+
+async def run_telegram(
+    settings: Settings, *, stop: asyncio.Event | None = None, tuning: TelegramTuning | None = None
+) -> None:
+    """Run until SIGINT/SIGTERM (or until `stop` is set); each chat finishes its row in hand."""
+    from pipeline.mode_files import load_mode
+    from worker.connect.redis_client import connect_redis
+    from worker.fanout.telegram.bot import (
+        RateLimiter,
+        TelegramFanout,
+        TelegramSender,
+        allowed_chats,
+        build_bot,
+        redis_counter,
+        start_bot,
+        stop_bot,
+    )
+    from worker.fanout.telegram.commands import TelegramCommands
+    from worker.fanout.telegram.format import RowFilter
+    from worker.keys import Keys
+    from worker.storage.factory import open_store
+
+    tuning = tuning or TelegramTuning()
+    chats = allowed_chats(settings)
+    row_filter = RowFilter.parse(settings.telegram_types, settings.telegram_concepts)
+    bot = build_bot(settings)
+    mode = await asyncio.to_thread(load_mode, settings.mode, extra_dirs=settings.extra_modes_dirs)
+    emoji = {t.id: t.emoji for t in mode.observation_types}
+    stop = stop or _stop_on_signals()
+    redis = await connect_redis(settings)
+    store = open_store(settings)
+    try:
+        await start_bot(bot)
+        keys = Keys(settings.prefix)
+        limiter = RateLimiter(per_chat_s=tuning.per_chat_s, global_per_s=tuning.global_per_s)
+        sender = TelegramSender(
+            bot,
+            limiter,
+            redis_counter(redis, keys),
+            max_attempts=tuning.max_attempts,
+            retry_base_s=tuning.retry_base_s,
+            retry_max_s=tuning.retry_max_s,
+        )
+        fanout = TelegramFanout(redis, keys, sender, chats, row_filter, emoji, start=tuning.start)
+        commands = TelegramCommands(
+            bot, sender, store, redis, keys, chats, emoji, poll_timeout_s=tuning.poll_timeout_s
+        )
+        delivering = asyncio.create_task(fanout.run())
+        answering = asyncio.create_task(commands.run()) if tuning.commands else None
+        logging.getLogger(__name__).info(
+            "telegram fan-out running",
+            extra={"chats": len(chats), "types": settings.telegram_types},
+        )
+        await _first_of(stop, delivering)
+        fanout.stop()
+        if answering is not None:
+            answering.cancel()
+        await asyncio.gather(delivering, *(t for t in [answering] if t), return_exceptions=True)
+        error = None if delivering.cancelled() else delivering.exception()
+        if error is not None:
+            raise error
+    finally:
+        await stop_bot(bot)
+        await store.aclose()
+        await redis.aclose()
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _first_of(stop: asyncio.Event, task: asyncio.Task[None]) -> None:
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()

@@ -1,0 +1,35 @@
+"""`memq ui`: serve the live web UI on loopback, or elsewhere with MEMQ_UI_TOKEN."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add `memq ui`."""
+    app.command("ui")(ui)
+
+
+def ui(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to listen on (default MEMQ_UI_HOST).")
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", min=0, max=65535, help="Port (default MEMQ_UI_PORT)."),
+    ] = None,
+) -> None:
+    """Serve the live web UI: newest observations (live), search, sessions, operator panel."""
+    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.logs import configure_logging
+
+    with exit_codes():
+        settings = settings_from_environment()
+        configure_logging(settings.log_format)
+        from worker.fanout.ui.server import run_ui
+
+        chosen_port = settings.ui_port if port is None else port
+        asyncio.run(run_ui(settings, host=host or settings.ui_host, port=chosen_port))

@@ -1,0 +1,126 @@
+"""`memq worker`: run arq workers that turn published events into stored observations."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import typer
+
+from worker.settings import Settings
+
+
+def register(app: typer.Typer) -> None:
+    """Add `memq worker` and `memq up`."""
+    app.command("worker")(worker)
+    app.command("up")(up)
+
+
+def worker(
+    concurrency: int = typer.Option(
+        None, "--concurrency", min=1, help="Sessions driven at once (default MEMQ_CONCURRENCY)."
+    ),
+    burst: bool = typer.Option(False, "--burst", help="Stop once the queue is empty."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=0, max=65535, help="Serve /metrics, /healthz, /readyz here."
+    ),
+    metrics_host: str = typer.Option(
+        "127.0.0.1", "--metrics-host", help="Address for --metrics-port (0.0.0.0 in containers)."
+    ),
+) -> None:
+    """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
+    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.logs import configure_logging
+
+    with exit_codes():
+        settings = settings_from_environment()
+        configure_logging(settings.log_format)
+        asyncio.run(
+            run_worker(
+                settings,
+                burst=burst,
+                concurrency=concurrency,
+                metrics_port=metrics_port,
+                metrics_host=metrics_host,
+            )
+        )
+
+
+async def run_worker(
+    settings: Settings,
+    *,
+    burst: bool,
+    concurrency: int | None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+) -> None:
+    """Connect, check the observer configuration, then run until SIGTERM (or empty, burst);
+    with a metrics port, the health server runs beside the worker."""
+    from worker.observe.jobs import build_worker
+    from worker.observers.factory import build_observer
+    from worker.queue.arq_pool import connect_arq
+
+    # Refuse to start without an observer before touching Redis: one line says what to set.
+    await build_observer(settings).aclose()
+    redis = await connect_arq(settings)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            metrics = None
+            if metrics_port is not None:
+                from worker.ops.health import serve_health
+                from worker.telemetry.metrics import Metrics
+
+                metrics = Metrics()
+                await stack.enter_async_context(
+                    serve_health(settings, redis, metrics, host=metrics_host, port=metrics_port)
+                )
+            w = build_worker(settings, redis, burst=burst, concurrency=concurrency, metrics=metrics)
+            try:
+                # async_run, not main(): arq's signal handler stops the worker by cancelling
+                # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
+                await w.async_run()
+            except asyncio.CancelledError:
+                pass  # the shutdown a signal asked for
+            finally:
+                await w.close()
+    finally:
+        await redis.aclose()
+
+
+def up() -> None:
+    """Everything on one machine with embedded defaults: managed redis-server, SQLite, a worker,
+    and the web UI on MEMQ_UI_HOST:MEMQ_UI_PORT.
+    """
+    import logging
+    import sys
+
+    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.errors import WorkerError
+    from worker.fanout.ui.app import check_bind
+    from worker.logs import configure_logging
+
+    async def worker_and_ui(settings: Settings) -> None:
+        from worker.fanout.ui.server import run_ui
+
+        stop = asyncio.Event()
+
+        async def ui() -> None:
+            try:
+                await run_ui(settings, host=settings.ui_host, port=settings.ui_port, stop=stop)
+            except WorkerError as e:  # the UI failing never stops storage (DESIGN invariant 6)
+                logging.getLogger(__name__).error("web UI not running: %s", e)
+
+        ui_task = asyncio.create_task(ui())
+        try:
+            await run_worker(settings, burst=False, concurrency=None)
+        finally:
+            stop.set()
+            await ui_task
+
+    with exit_codes():
+        settings = settings_from_environment()
+        configure_logging(settings.log_format)
+        check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
+        where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
+        print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
+        asyncio.run(worker_and_ui(settings))

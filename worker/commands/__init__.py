@@ -1,1 +1,0 @@
-"""The `memq` subcommands, one module per command group; `worker.cli` assembles them."""

@@ -1,0 +1,1 @@
+"""Reaching Redis: URLs, TLS, Sentinel, the managed local redis-server, Lua scripts."""

@@ -1,0 +1,1 @@
+"""The Telegram bot: sending stored observations, answering commands."""

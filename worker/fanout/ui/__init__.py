@@ -1,0 +1,1 @@
+"""The web UI: live feed, filters, search, session pages, operator panel."""

@@ -1,0 +1,181 @@
+"""`memq hook claude-code`: record one Claude Code hook event; never fail or stall the agent.
+
+Runs once per tool call, so `worker.cli.app` dispatches here before typer and the other
+commands are imported, and nothing here imports redis-py. Whatever happens the process
+exits 0 within HOOK_BUDGET_S and prints nothing on stdout (except, on SessionStart, the
+project's context for Claude Code to inject); problems go to stderr. When Redis
+does not answer within MEMQ_HOOK_REDIS_TIMEOUT_MS the event waits in the spool.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from pipeline.errors import PipelineError
+from pipeline.events import Event
+from worker.errors import ConfigError, RedisUnavailableError
+from worker.ingest.claude_code import HookPayloadError, decode_payload, events_from_payload
+from worker.ingest.producer import PublishRefusedError, SyncProducer, prepare_event
+from worker.ingest.spool import Spool
+from worker.project import resolve_project
+from worker.settings import Settings, load_settings, read_settings_file
+
+if TYPE_CHECKING:
+    import typer
+
+HOOK_BUDGET_S = 1.0
+# Both counted from the process's start. Work (starting the managed Redis, flushing the
+# spool) stops at the first; the watchdog spools what is in flight and exits at the second.
+_WORK_BUDGET_S = 0.65
+_WATCHDOG_S = 0.9
+# On a machine so loaded that importing took the whole budget, still try briefly.
+_MIN_WATCHDOG_S = 0.2
+
+
+def register(app: typer.Typer) -> None:
+    """Add `memq hook claude-code` (normally reached through main_fast, without typer)."""
+    import typer
+
+    group = typer.Typer(name="hook", help="Agent-host hooks: a payload on stdin, always exit 0.")
+
+    @group.command("claude-code")
+    def claude_code_command() -> None:
+        """Record one Claude Code hook event read on stdin (see the README's settings.json)."""
+        run_claude_code_hook(sys.stdin.buffer, os.environ, started=time.monotonic())
+
+    app.add_typer(group)
+
+
+class InFlight:
+    """Events prepared but not yet published or spooled: the watchdog spools them on timeout."""
+
+    __slots__ = ("events", "spool")
+
+    def __init__(self) -> None:
+        self.events: Sequence[Event] = ()
+        self.spool: Spool | None = None
+
+
+def main_fast() -> int:
+    """The console-script fast path for `memq hook claude-code`."""
+    started = time.monotonic() - _process_age_s()
+    in_flight = InFlight()
+    delay = max(_MIN_WATCHDOG_S, started + _WATCHDOG_S - time.monotonic())
+    watchdog = threading.Timer(delay, _give_up, args=(in_flight,))
+    watchdog.daemon = True
+    watchdog.start()
+    code = run_claude_code_hook(sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
+    watchdog.cancel()
+    return code
+
+
+def run_claude_code_hook(
+    stdin: BinaryIO,
+    environ: Mapping[str, str],
+    *,
+    started: float,
+    in_flight: InFlight | None = None,
+) -> int:
+    """Read one hook payload, publish its events (or spool them); always returns 0."""
+    try:
+        _record(stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
+    except (HookPayloadError, PipelineError, ConfigError) as e:
+        _log(f"nothing recorded: {e}")
+    except Exception as e:  # the agent host must never see a failing hook
+        _log(f"nothing recorded, unexpected {type(e).__name__}: {e}")
+    return 0
+
+
+def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
+    settings = _settings(environ)
+    payload = decode_payload(raw)
+    project = resolve_project(payload.cwd or os.getcwd(), settings.project)
+    events = events_from_payload(
+        payload, project=project, host=socket.gethostname(), now=datetime.now(UTC)
+    )
+    if payload.hook_event_name == "SessionStart":
+        from worker.search.context import session_start_output
+
+        # The one output on stdout: Claude Code injects it as the new session's context.
+        sys.stdout.write(session_start_output(settings, project, deadline - time.monotonic()))
+    if events:
+        in_flight.spool = Spool.from_settings(settings)
+        in_flight.events = [prepare_event(e, settings) for e in events]
+        _deliver(in_flight.events, settings, deadline, in_flight.spool)
+        in_flight.events = ()
+
+
+def _deliver(events: Sequence[Event], settings: Settings, deadline: float, spool: Spool) -> None:
+    try:
+        producer = SyncProducer.connect(
+            settings,
+            timeout_ms=settings.hook_redis_timeout_ms,
+            start_timeout_s=max(0.05, deadline - time.monotonic()),
+        )
+    except (RedisUnavailableError, ConfigError) as e:
+        _spool(spool, events, f"Redis unavailable ({e})")
+        return
+    with producer:
+        if spool.pending():
+            # Older events wait in the spool: queue behind them so the order holds.
+            try:
+                outcome = spool.append_then_flush(events, producer, deadline=deadline)
+            except RedisUnavailableError as e:
+                _log(f"spool flush interrupted ({e}); the events stay spooled in {spool.path}")
+                return
+            if outcome is not None and outcome.refused:
+                _log(f"{outcome.refused}; {outcome.remaining} events stay spooled")
+            return
+        try:
+            producer.publish_many(events)
+        except PublishRefusedError as e:
+            refused = [ev for ev, r in zip(events, e.results, strict=True) if r.status == "refused"]
+            _spool(spool, refused, str(e))
+        except RedisUnavailableError as e:
+            _spool(spool, events, f"publish failed ({e})")
+
+
+def _spool(spool: Spool, events: Sequence[Event], reason: str) -> None:
+    kept = spool.append(events)
+    if kept:
+        _log(f"{reason}: {kept} event(s) spooled in {spool.path}; `memq spool flush` sends them")
+
+
+def _settings(environ: Mapping[str, str]) -> Settings:
+    config = environ.get("MEMQ_CONFIG")
+    file_values = read_settings_file(Path(config).expanduser()) if config else None
+    return load_settings(environ, file_values)
+
+
+def _process_age_s() -> float:
+    """Seconds since this process started (interpreter start and imports included)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime_s - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.1  # no /proc: a typical start-up time
+
+
+def _give_up(in_flight: InFlight) -> None:
+    # Spooling an event the main thread was still publishing is harmless: the flush
+    # deduplicates by event id. A spool locked by the main thread is not waited for.
+    spool, events = in_flight.spool, in_flight.events
+    outcome = "nothing recorded"
+    if spool is not None and events and spool.try_append(events):
+        outcome = f"{len(events)} event(s) spooled in {spool.path}"
+    _log(f"gave up after {HOOK_BUDGET_S:g} s so the agent is not held up; {outcome}")
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"memq hook: {' '.join(message.split())}\n")

@@ -1,0 +1,240 @@
+"""Publishing events: scrub and cap each event, then XADD + schedule it in one Lua call.
+
+`Producer` is asyncio on redis-py (scripts, `memq publish`, services); `SyncProducer` is a
+blocking one on the tiny RESP client, for scripts and the Claude Code hook, which cannot
+afford redis-py's import. Both run the same publish script as `worker.queue.scheduling.Scheduler`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
+
+from pipeline.events import Event
+from worker.connect.redis_client import SyncRedis, connect_sync
+from worker.errors import BackpressureError, RedisUnavailableError
+from worker.ingest.prepare import prepare_encoded
+from worker.keys import Keys
+from worker.queue.scheduling import (
+    ARQ_EXPIRES_EXTRA_MS,
+    ARQ_JOB_KEY_PREFIX,
+    PUBLISH_LUA,
+    Scheduler,
+    job_payload,
+    now_ms,
+)
+from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+CHUNK_SIZE = 500
+_PUBLISH_SHA = hashlib.sha1(PUBLISH_LUA.encode()).hexdigest()
+
+
+def prepare_event(event: Event, settings: Settings) -> Event:
+    """The event as it may leave the producer: private parts stripped, secrets redacted, capped."""
+    return prepare_encoded(event, settings.max_event_bytes)[0]
+
+
+class PublishResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What happened to one published event."""
+
+    event_id: str
+    memory_session_id: str
+    status: Literal["added", "duplicate", "refused"]
+    stream_id: str = ""
+    """The entry's id; for a duplicate, the id of the copy stored first."""
+
+
+class PublishRefusedError(BackpressureError):
+    """Some events of a batch were refused by backpressure; `results` tells which landed."""
+
+    def __init__(self, message: str, results: list[PublishResult]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+def backpressure_message(session: str, limit: int) -> str:
+    """The one-line reason given when a session's stream is full."""
+    return (
+        f"session {session} already holds {limit} unprocessed events "
+        f"(MEMQ_MAX_PENDING_PER_SESSION={limit}): publishing refused until the workers catch up"
+    )
+
+
+class Producer:
+    """Publishes events from asyncio code (redis-py, pipelined batches)."""
+
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self._scheduler = Scheduler(redis, Keys(settings.prefix))
+
+    @classmethod
+    async def connect(cls, settings: Settings, *, timeout_ms: int | None = None) -> Producer:
+        """A producer on MEMQ_REDIS_URL or the managed Redis."""
+        from worker.connect.redis_client import connect_redis
+
+        return cls(await connect_redis(settings, timeout_ms=timeout_ms), settings)
+
+    async def aclose(self) -> None:
+        """Close the Redis client."""
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def publish(self, event: Event) -> PublishResult:
+        """Publish one event; BackpressureError when its session's stream is full."""
+        from redis.exceptions import RedisError
+
+        prepared, raw = prepare_encoded(event, self.settings.max_event_bytes)
+        try:
+            status, stream_id = await self._scheduler.publish(
+                prepared.memory_session_id,
+                prepared.event_id,
+                raw,
+                dedupe_ttl_s=self.settings.dedupe_window_s,
+                max_pending=self.settings.max_pending_per_session,
+            )
+        except (RedisError, OSError) as e:
+            raise RedisUnavailableError(f"publish failed: {e}") from e
+        result = _result(prepared, status, stream_id)
+        _raise_if_refused([result], self.settings)
+        return result
+
+    async def publish_many(self, events: Iterable[Event]) -> list[PublishResult]:
+        """Publish events in order, pipelined; PublishRefusedError if any was refused."""
+        from redis.exceptions import RedisError
+
+        results: list[PublishResult] = []
+        script = self._scheduler.publish_script
+        for chunk in _chunks(events, self.settings):
+            pipe = self.redis.pipeline(transaction=False)
+            for prepared, raw in chunk:
+                keys, args = self._scheduler.publish_args(
+                    prepared.memory_session_id,
+                    prepared.event_id,
+                    raw,
+                    dedupe_ttl_s=self.settings.dedupe_window_s,
+                    max_pending=self.settings.max_pending_per_session,
+                )
+                await script(keys=keys, args=args, client=pipe)
+            try:
+                replies = await pipe.execute()
+            except (RedisError, OSError) as e:
+                raise RedisUnavailableError(f"publish failed: {e}") from e
+            results.extend(_result(p, *reply) for (p, _), reply in zip(chunk, replies, strict=True))
+        _raise_if_refused(results, self.settings)
+        return results
+
+
+class SyncProducer:
+    """Publishes events from blocking code, over one small RESP connection."""
+
+    def __init__(self, client: SyncRedis, settings: Settings) -> None:
+        self.client = client
+        self.settings = settings
+        self._keys = Keys(settings.prefix)
+        self._script_loaded = False
+
+    @classmethod
+    def connect(
+        cls, settings: Settings, *, timeout_ms: int = 5000, start_timeout_s: float = 10.0
+    ) -> SyncProducer:
+        """A producer on MEMQ_REDIS_URL or the managed Redis (started on demand)."""
+        return cls(
+            connect_sync(settings, timeout_ms=timeout_ms, start_timeout_s=start_timeout_s),
+            settings,
+        )
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.client.close()
+
+    def __enter__(self) -> SyncProducer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def publish(self, event: Event) -> PublishResult:
+        """Publish one event; BackpressureError when its session's stream is full."""
+        return self.publish_many([event])[0]
+
+    def publish_many(self, events: Iterable[Event]) -> list[PublishResult]:
+        """Publish events in order, pipelined; PublishRefusedError if any was refused."""
+        results: list[PublishResult] = []
+        for chunk in _chunks(events, self.settings):
+            commands: list[list[Any]] = []
+            if not self._script_loaded:
+                commands.append(["SCRIPT", "LOAD", PUBLISH_LUA])
+            commands.extend(self._command(p, raw) for p, raw in chunk)
+            replies = self.client.pipeline(commands)
+            if not self._script_loaded:
+                _check_reply(replies.pop(0), self.client.where)
+                self._script_loaded = True
+            for (prepared, _), reply in zip(chunk, replies, strict=True):
+                _check_reply(reply, self.client.where)
+                results.append(_result(prepared, *reply))
+        _raise_if_refused(results, self.settings)
+        return results
+
+    def _command(self, event: Event, raw: bytes) -> list[Any]:
+        # The same KEYS and ARGV as Scheduler.publish_args (a test keeps them in step).
+        k, session = self._keys, event.memory_session_id
+        enqueue = now_ms()
+        keys = [k.seen(event.event_id), k.events(session), k.sessions, k.scheduled(session),
+                k.job_sequence(session), k.queue]  # fmt: skip
+        args = [raw, session, self.settings.dedupe_window_s,
+                self.settings.max_pending_per_session, job_payload(session, enqueue), enqueue,
+                ARQ_EXPIRES_EXTRA_MS, k.job_id_prefix(session), ARQ_JOB_KEY_PREFIX]  # fmt: skip
+        return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
+
+
+def _chunks(events: Iterable[Event], settings: Settings) -> Iterable[list[tuple[Event, bytes]]]:
+    chunk: list[tuple[Event, bytes]] = []
+    for event in events:
+        chunk.append(prepare_encoded(event, settings.max_event_bytes))
+        if len(chunk) >= CHUNK_SIZE:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _result(event: Event, status: int | bytes, stream_id: bytes | str) -> PublishResult:
+    code = int(status)
+    sid = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+    return PublishResult(
+        event_id=event.event_id,
+        memory_session_id=event.memory_session_id,
+        status="added" if code == 1 else "duplicate" if code == 0 else "refused",
+        stream_id=sid,
+    )
+
+
+def _check_reply(reply: Any, where: str) -> None:
+    if isinstance(reply, Exception):
+        raise RedisUnavailableError(f"Redis at {where} failed the publish: {reply}")
+
+
+def _raise_if_refused(results: Sequence[PublishResult], settings: Settings) -> None:
+    refused = next((r for r in results if r.status == "refused"), None)
+    if refused is not None:
+        limit = settings.max_pending_per_session
+        raise PublishRefusedError(
+            backpressure_message(refused.memory_session_id, limit), list(results)
+        )

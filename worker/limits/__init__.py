@@ -1,0 +1,1 @@
+"""What may hold a turn back: token budgets, rate limits, provider pauses."""

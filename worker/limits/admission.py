@@ -1,0 +1,106 @@
+"""The gate before every observer call (daily budgets, then fleet-wide rate limits) and after it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+
+from worker.keys import Keys
+from worker.limits.budget import Budget, BudgetExceededError
+from worker.limits.rate_limit import RateLimiter, ThrottledError
+from worker.observers.protocol import Usage
+from worker.outcomes import Outcome, TurnResult
+from worker.settings import Settings
+from worker.telemetry.counters import Counters
+
+logger = logging.getLogger(__name__)
+
+SHORT_WAIT_S = 1.0
+"""A rate-limit wait shorter than this is slept in the turn; a longer one defers the job."""
+_MAX_IN_TURN_WAIT_S = 3.0  # many short waits in a row (a saturated fleet) also defer the job
+
+CallRefusedError = BudgetExceededError | ThrottledError
+
+
+class CallGate:
+    """Admits or refuses each observer call of this worker, and accounts for its tokens."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        settings: Settings,
+        *,
+        provider: str,
+        model: str,
+        counters: Counters,
+    ) -> None:
+        self.budget = Budget(
+            redis,
+            keys,
+            per_day=settings.budget_tokens_per_day,
+            per_project=settings.budget_tokens_per_day_per_project,
+            recheck_s=settings.budget_recheck_s,
+        )
+        self.limiter = RateLimiter(
+            redis,
+            keys,
+            provider,
+            model,
+            rpm=settings.rate_limit_rpm,
+            tpm=settings.rate_limit_tpm,
+        )
+        self.counters = counters
+
+    async def admit(self, project: str, deadline: float) -> None:
+        """Return when the call may go; raise BudgetExceededError or ThrottledError if not."""
+        await self.budget.check(project)
+        waited = 0.0
+        while (wait_s := await self.limiter.acquire()) > 0:
+            if (
+                wait_s >= SHORT_WAIT_S
+                or waited + wait_s > _MAX_IN_TURN_WAIT_S
+                or time.monotonic() + wait_s >= deadline
+            ):
+                raise ThrottledError(
+                    f"{self.limiter.provider} observer: fleet rate limit or backoff, "
+                    f"next call in {wait_s:.2f} s",
+                    wait_s,
+                )
+            await asyncio.sleep(wait_s)
+            waited += wait_s
+
+    async def account_budget(self, project: str, usage: Usage) -> None:
+        """Add one answered call's tokens (input + output, as reported) to the day's budgets."""
+        await self.budget.add(project, usage.input_tokens + usage.output_tokens)
+
+    async def charge_limits(self, usage: Usage) -> None:
+        """Charge one answered call's tokens to the rate limits only (budgets come later)."""
+        await self.limiter.charge(usage.input_tokens + usage.output_tokens)
+
+    def queue_budget(self, pipe: Pipeline, project: str, usage: Usage) -> None:
+        """Add one answered call's tokens to the day's budgets, as part of a pipeline."""
+        self.budget.queue_add(pipe, project, usage.input_tokens + usage.output_tokens)
+
+    async def back_off(self, seconds: float, reason: str) -> None:
+        """Honour a provider's retry-after for the whole fleet (capped: see MAX_BACKOFF_S)."""
+        await self.limiter.back_off(seconds, reason)
+
+    async def refused(self, session: str, error: CallRefusedError) -> TurnResult:
+        """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
+        if isinstance(error, BudgetExceededError):
+            await self.counters.count(str(Outcome.PAUSED), 1, "budget")
+            logger.warning("%s", error, extra={"session_id": session})
+            return TurnResult(
+                outcome=Outcome.PAUSED, category="budget", reason=str(error), defer_s=error.retry_s
+            )
+        await self.counters.count(str(Outcome.THROTTLED))
+        logger.info("%s", error, extra={"session_id": session, "wait_s": error.wait_s})
+        # Jitter: sessions throttled together should not all come back at the same instant.
+        defer_s = error.wait_s * (1 + 0.25 * random.random())
+        return TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)

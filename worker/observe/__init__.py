@@ -1,0 +1,1 @@
+"""Observing a session: the job, the session run, the turn, the conversation, announcing rows."""

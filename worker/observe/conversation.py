@@ -1,0 +1,114 @@
+"""The observer conversation's prompts: which system prompt, which user message, per turn."""
+
+from __future__ import annotations
+
+import msgspec
+
+from pipeline.batching import Turn
+from pipeline.events import Prompt
+from pipeline.modes import Mode
+from pipeline.prompts import (
+    build_continuation_prompt,
+    build_init_prompt,
+    build_observation_prompt,
+    build_summary_prompt,
+)
+from worker.observe.observer_state import ObserverState
+from worker.storage.records import PromptRow
+
+
+def conversation_state(
+    mode: Mode,
+    session: str,
+    state: ObserverState | None,
+    turn: Turn,
+    stored: PromptRow | None = None,
+) -> ObserverState:
+    """The conversation to continue, or a new one: the init prompt when the turn opens the
+    session with its first request, else the continuation prompt (the state was lost).
+
+    `stored` is the session's last stored request, the one a lost state held when the turn
+    carries none.
+    """
+    first = turn.events[0]
+    prompts = later = turn.prompts
+    if state is not None:
+        # A copy: the turn may still fail, and only a committed turn changes the conversation.
+        state = msgspec.structs.replace(state, history=list(state.history), project=first.project)
+    else:
+        opening = prompts[0] if prompts else None
+        fresh = opening is not None and opening.prompt_number in (None, 0, 1)
+        build = build_init_prompt if fresh else build_continuation_prompt
+        request, number, requested_at = "", 0, first.occurred_at
+        if opening is not None:
+            request, number = opening.prompt_text, opening.prompt_number or 1
+            later = prompts[1:]  # counted here already: an unnumbered one must not become 2
+        elif stored is not None:
+            request, number = stored.prompt_text, stored.prompt_number
+            requested_at = stored.created_at
+        system = build(
+            mode,
+            project=first.project,
+            memory_session_id=session,
+            user_prompt=request,
+            prompt_number=number,
+            requested_at=requested_at,
+        )
+        # The system prompt tells the observer of the request: no notice of it as new.
+        state = ObserverState(
+            system=system,
+            project=first.project,
+            user_request=request,
+            prompt_number=number,
+            told_prompt_number=number,
+        )
+    for p in later:
+        state.user_request = p.prompt_text
+        state.prompt_number = p.prompt_number or state.prompt_number + 1
+    return state
+
+
+def user_message(
+    mode: Mode, turn: Turn, state: ObserverState, field_budget_chars: int
+) -> tuple[str, Prompt | None]:
+    """This turn's user message, and the new request it tells the observer about (if any)."""
+    new_request = _untold_request(turn, state)
+    summarize = turn.summarize
+    if turn.kind == "summarize" and summarize is not None:
+        message = build_summary_prompt(
+            mode,
+            last_assistant_message=summarize.last_assistant_message,
+            user_prompt=state.user_request or None,
+            prompt_number=state.prompt_number or None,
+        )
+        if new_request is not None:
+            state.told_prompt_number = state.prompt_number
+        return message, None
+    message = build_observation_prompt(
+        turn.tool_calls,
+        mode=mode,
+        field_budget_chars=field_budget_chars,
+        new_request=new_request,
+    )
+    return message, new_request
+
+
+def _untold_request(turn: Turn, state: ObserverState) -> Prompt | None:
+    """The request the observer has not been shown yet, if any.
+
+    Usually the turn carries it; but a prompt that reached the worker before any of its tool
+    calls was committed alone (a bookkeeping turn), so it is rebuilt from the state.
+    """
+    if state.prompt_number <= state.told_prompt_number:
+        return None
+    if turn.prompts:
+        return msgspec.structs.replace(turn.prompts[-1], prompt_number=state.prompt_number)
+    first = turn.events[0]
+    return Prompt(
+        event_id=first.event_id,
+        memory_session_id=first.memory_session_id,
+        project=first.project,
+        occurred_at=first.occurred_at,
+        prompt_text=state.user_request,
+        prompt_number=state.prompt_number,
+    )

@@ -1,0 +1,226 @@
+"""Drive one session: take its lease, read batches in order, run turns until drained."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable
+from typing import cast
+
+from redis.exceptions import RedisError
+
+from pipeline.batching import plan_turns
+from pipeline.errors import EventDecodeError
+from pipeline.events import Event, decode_event
+from worker.observe.observer_state import ObserverState
+from worker.observe.runtime import Runtime
+from worker.observe.turn import TurnRunner
+from worker.outcomes import Outcome, backoff_s
+from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
+from worker.queue.streams import Entry, FencedError, SessionStream
+from worker.storage.protocol import StaleFenceError
+
+logger = logging.getLogger(__name__)
+
+_JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
+
+
+async def observe(rt: Runtime, session: str, job_id: str) -> str:
+    """The body of the `observe_session` job: returns a one-word result for arq's log."""
+    # The lease and the observer state in one round trip (the state is unused when busy).
+    pipe = rt.redis.pipeline(transaction=False)
+    Lease.queue_acquire(pipe, rt.keys, session, rt.lease_ttl_ms)
+    rt.states.queue_load(pipe, session)
+    token, raw_state = await pipe.execute()
+    lease = Lease.taken(rt.redis, rt.keys, session, token, rt.lease_ttl_ms)
+    if lease is None:
+        # Another run still drives the session (a slow worker): look again after its lease.
+        await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
+        return "busy"
+    defer_s = 0.0
+    result = "drained"
+    try:
+        result, defer_s = await _drive(rt, session, lease, rt.states.decode(raw_state))
+    except StaleFenceError as e:
+        logger.warning("stopped: %s", e, extra={"session_id": session})
+        await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
+        result = "fenced"
+    except (FencedError, LeaseLostError) as e:
+        logger.warning("stopped: %s", e, extra={"session_id": session})
+        result = "fenced"
+    except Exception as e:
+        # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
+        # a delay the hand-off below re-ran the job at once, hundreds of times a second.
+        logger.exception("session job failed: %s", e, extra={"session_id": session})
+        defer_s = await _error_backoff_s(rt, session)
+        result = "error"
+    finally:
+        await _release(rt, session, job_id, lease, defer_s)
+    return result
+
+
+async def _release(rt: Runtime, session: str, job_id: str, lease: Lease, defer_s: float) -> None:
+    """Give the lease back and hand the session on (or clear its job), in one round trip."""
+    await lease.stop_renewing()
+    pipe = rt.redis.pipeline(transaction=False)
+    lease.queue_release(pipe)
+    rt.scheduler.queue_release(pipe, session, job_id, defer_ms=int(defer_s * 1000))
+    _lease_reply, handed_off = await pipe.execute(raise_on_error=False)
+    # A failed lease release only leaves the lease to expire; a failed hand-off must surface.
+    if isinstance(handed_off, Exception):
+        raise handed_off
+
+
+async def _error_backoff_s(rt: Runtime, session: str) -> float:
+    """Growing delays for a session whose job keeps failing (reset by the next commit)."""
+    s = rt.settings
+    try:
+        key = rt.keys.attempts(session)
+        failures = int(await cast(Awaitable[int], rt.redis.hincrby(key, _JOB_ERRORS, 1)))
+    except RedisError:
+        return s.retry_max_s
+    return backoff_s(failures, base_s=s.retry_base_s, max_s=s.retry_max_s)
+
+
+async def _drive(
+    rt: Runtime, session: str, lease: Lease, state: ObserverState | None
+) -> tuple[str, float]:
+    s = rt.settings
+    started = time.monotonic()
+    # Start no new turn late in the job: a turn may need the observer twice (reminder).
+    start_turns_until = started + s.job_timeout_s / 3
+    deadline = started + s.job_timeout_s - 5
+    stream = SessionStream(rt.redis, rt.keys, session, rt.consumer)
+    runner = TurnRunner(rt, session, lease, stream, state)
+    ended = False
+    # Fairness: after turns_per_job observer turns the session goes to the back of the queue
+    # (the release schedules its next job at now), so N busy sessions share C slots in turn.
+    asked = 0
+    # Entries left pending (by an earlier holder, or by this job breaking off mid-batch) are
+    # claimed first; after a fully processed batch there are none, and XAUTOCLAIM is skipped.
+    claim = True
+    while time.monotonic() < start_turns_until and asked < s.turns_per_job:
+        if rt.stopping.is_set():
+            return "stopping", 0.0  # the release hands the rest to another worker
+        lease.check()
+        entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
+        if not entries:
+            break
+        claim = True
+        pairs = await _decode(rt, session, lease, stream, entries)
+        if not pairs:
+            continue
+        events = [ev for _, ev in pairs]
+        turns = plan_turns(
+            events,
+            max_tool_calls=s.batch_max_events,
+            max_chars=s.batch_max_chars,
+            sizes=[len(e.raw or b"") for e, _ in pairs],
+        )
+        by_event = {id(ev): entry for entry, ev in pairs}
+        for turn in turns:
+            if rt.stopping.is_set():
+                return "stopping", 0.0
+            turn_entries = [by_event[id(ev)] for ev in turn.events]
+            # The batch's last turn reads the next batch in its commit's round trip, when
+            # the job will go on (entries read ahead and not used are claimed by a later job).
+            goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
+            runner.read_ahead = s.batch_max_events if turn is turns[-1] and goes_on else 0
+            t0 = time.monotonic()
+            result = await runner.run(turn, turn_entries, deadline)
+            logger.info(
+                "turn %s",
+                result.label,
+                extra={
+                    "session_id": session,
+                    "outcome": result.label,
+                    "stored": result.stored,
+                    "dedup": result.deduplicated,
+                    "events": len(turn.events),
+                    "ms": round((time.monotonic() - t0) * 1000, 1),
+                },
+            )
+            if rt.metrics is not None:
+                rt.metrics.finish_turn(result.label, len(turn.events))
+            ended = ended or turn.ends
+            if result.stop:
+                return str(result.outcome), result.defer_s
+            asked += result.outcome != Outcome.RECORDED
+            if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
+                break  # DEAD: re-read, the turns after it were planned with the old conversation
+        else:
+            claim = False
+    if ended and await stream.delete_if_drained(lease.token):
+        logger.info("session ended and drained", extra={"session_id": session})
+        return "ended", 0.0
+    return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
+
+
+async def _read_batch(
+    stream: SessionStream, max_events: int, wait_ms: int, *, claim: bool
+) -> list[Entry]:
+    """Pending entries first, then new ones; wait briefly so a burst shares one turn."""
+    entries = await stream.read(max_events, claim=claim)
+    if not entries or len(entries) >= max_events or wait_ms <= 0:
+        return entries
+    age_ms = time.time() * 1000 - entries[-1].published_ms
+    if age_ms >= wait_ms or _flushes(entries):
+        return entries
+    await asyncio.sleep((wait_ms - age_ms) / 1000)
+    return entries + await stream.read(max_events - len(entries), claim=False)
+
+
+def _flushes(entries: list[Entry]) -> bool:
+    # summarize and end flush at once; peeking at the raw JSON avoids a second decode.
+    return any(
+        e.raw is not None and (b'"summarize"' in e.raw or b'"end"' in e.raw) for e in entries
+    )
+
+
+async def _decode(
+    rt: Runtime, session: str, lease: Lease, stream: SessionStream, entries: list[Entry]
+) -> list[tuple[Entry, Event]]:
+    """Decode entries; dead-letter the malformed, ack the ones a crash left processed."""
+    good: list[tuple[Entry, Event]] = []
+    bad: list[tuple[Entry, str]] = []
+    for entry in entries:
+        if entry.raw is None:
+            bad.append((entry, "stream entry has no 'event' field"))
+            continue
+        try:
+            event = decode_event(entry.raw)
+        except EventDecodeError as e:
+            bad.append((entry, str(e)))
+            continue
+        if event.memory_session_id != session:
+            bad.append(
+                (entry, f"event of session {event.memory_session_id} in stream of {session}")
+            )
+        else:
+            good.append((entry, event))
+    if bad:
+        await stream.dead_letter(lease.token, bad)
+        await rt.counters.count("dead", len(bad))
+        for entry, reason in bad:
+            logger.warning("dead-lettered %s: %s", entry.id, reason, extra={"session_id": session})
+    # Only entries delivered before can have been stored: a crash between commit and ack.
+    # New ones skip the storage round trip (publish already refused a repeated event id).
+    claimed = [ev.event_id for e, ev in good if e.claimed]
+    done = await rt.store.processed_event_ids(session, claimed) if claimed else set()
+    if done:
+        # Stored before a crash (or a Redis failure) and never acked: their rows may not have
+        # been announced either (announce and ack share the commit's round trip), so the
+        # session's unannounced rows go out first. Then ack; the observer never sees them again.
+        announced = await rt.broadcaster.announce_backlog(session=session)
+        if announced:
+            if rt.metrics is not None:
+                rt.metrics.count_recovered("session", announced)
+            logger.info(
+                "announced %d rows stored before a failure",
+                announced,
+                extra={"session_id": session},
+            )
+        await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
+        good = [(e, ev) for e, ev in good if ev.event_id not in done]
+    return good

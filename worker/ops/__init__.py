@@ -1,0 +1,1 @@
+"""Operating a fleet: stats, health and metrics serving, dead letters, imports."""

@@ -1,0 +1,1 @@
+"""The work queue: per-session streams, scheduling, leases, the arq worker and pool."""

@@ -1,0 +1,239 @@
+"""One job per session at a time: publish, hand-off, release and sweep as atomic Lua scripts.
+
+A session has at most one arq job scheduled or running; its id is stored under
+`Keys.scheduled(session)`. Publishing enqueues a job only when none is scheduled; a job
+that finishes hands off to a fresh job id when entries remain, otherwise clears the marker.
+Every step is one Lua script, so an event published while a job finishes cannot strand.
+Job ids get a per-session sequence number because arq refuses to re-enqueue an id whose
+job key still exists, and that key outlives the job function by a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from worker.keys import Keys
+
+if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
+    from redis.asyncio import Redis
+    from redis.asyncio.client import Pipeline
+
+JOB_FUNCTION = "observe_session"
+# arq's own constants (arq.constants), restated so the hook path never imports arq (0.2 s);
+# tests/worker/queue/test_scheduling.py checks they still match arq.
+ARQ_JOB_KEY_PREFIX = "arq:job:"
+ARQ_EXPIRES_EXTRA_MS = 86_400_000
+
+
+def job_serializer(data: dict[str, Any]) -> bytes:
+    """arq job serializer (msgpack): also used by the producer, so both sides agree."""
+    return msgspec.msgpack.encode(data)
+
+
+def job_deserializer(raw: bytes) -> dict[str, Any]:
+    """arq job deserializer matching job_serializer."""
+    data: dict[str, Any] = msgspec.msgpack.decode(raw)
+    return data
+
+
+# Shared Lua: schedule a job for a session unless one is already scheduled (or force=1).
+_SCHEDULE_FN = """
+local function schedule(sched_key, seq_key, queue, job_prefix, payload, score, expires_ms)
+  local seq = redis.call('INCR', seq_key)
+  local job_id = job_prefix .. seq
+  redis.call('SET', sched_key, job_id)
+  redis.call('PSETEX', ARGV_ARQ_PREFIX .. job_id, expires_ms, payload)
+  redis.call('ZADD', queue, score, job_id)
+  return job_id
+end
+"""
+
+# KEYS: seen, stream, sessions, scheduled, jobseq, queue
+# ARGV: event json, session, dedupe ttl s, max pending, job payload, score ms, expires ms,
+#       job id prefix, arq job key prefix
+PUBLISH_LUA = (
+    "local ARGV_ARQ_PREFIX = ARGV[9]\n"
+    + _SCHEDULE_FN
+    + """
+local existing = redis.call('GET', KEYS[1])
+if existing then return {0, existing} end
+if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[4]) then return {-1, ''} end
+local id = redis.call('XADD', KEYS[2], '*', 'event', ARGV[1])
+redis.call('SET', KEYS[1], id, 'EX', tonumber(ARGV[3]))
+redis.call('SADD', KEYS[3], ARGV[2])
+if redis.call('EXISTS', KEYS[4]) == 0 then
+  schedule(KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
+end
+return {1, id}
+"""
+)
+
+# Called by the running job when it stops. If the marker still names this job, either hand
+# off to a new job (entries remain: undelivered or pending) or clear the marker.
+# KEYS: scheduled, jobseq, queue, stream
+# ARGV: my job id, job payload, score ms if entries remain, expires ms, job id prefix,
+#       arq prefix, force (1 = hand off even when the stream is empty)
+RELEASE_LUA = (
+    "local ARGV_ARQ_PREFIX = ARGV[6]\n"
+    + _SCHEDULE_FN
+    + """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, ''} end
+if redis.call('XLEN', KEYS[4]) > 0 or ARGV[7] == '1' then
+  return {1, schedule(KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[2], tonumber(ARGV[3]),
+                      tonumber(ARGV[4]))}
+end
+redis.call('DEL', KEYS[1])
+return {2, ''}
+"""
+)
+
+# Sweep one session: schedule a job when entries exist but no live job is scheduled.
+# KEYS: scheduled, jobseq, queue, stream
+# ARGV: job payload, score ms, expires ms, job id prefix, arq prefix
+SWEEP_LUA = (
+    "local ARGV_ARQ_PREFIX = ARGV[5]\n"
+    + _SCHEDULE_FN
+    + """
+if redis.call('XLEN', KEYS[4]) == 0 then return {0, ''} end
+local current = redis.call('GET', KEYS[1])
+if current and redis.call('EXISTS', ARGV_ARQ_PREFIX .. current) == 1 then return {0, current} end
+return {1, schedule(KEYS[1], KEYS[2], KEYS[3], ARGV[4], ARGV[1], tonumber(ARGV[2]),
+                    tonumber(ARGV[3]))}
+"""
+)
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, as arq scores its queue."""
+    return int(time.time() * 1000)
+
+
+def job_payload(session: str, enqueue_ms: int) -> bytes:
+    """arq's serialized job for observe_session(session), as arq.jobs.serialize_job makes it."""
+    job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [session], "k": {}, "et": enqueue_ms}
+    return job_serializer(job)
+
+
+class Scheduler:
+    """Runs the scheduling scripts for one tenant prefix."""
+
+    def __init__(self, redis: Redis, keys: Keys) -> None:
+        self.redis = redis
+        self.keys = keys
+        self._publish = redis.register_script(PUBLISH_LUA)
+        self._release = redis.register_script(RELEASE_LUA)
+        self._sweep = redis.register_script(SWEEP_LUA)
+
+    def _job_args(self, session: str, defer_ms: int) -> tuple[bytes, int, int, str]:
+        enqueue = now_ms()
+        score = enqueue + max(0, defer_ms)
+        expires = score - enqueue + ARQ_EXPIRES_EXTRA_MS
+        return job_payload(session, enqueue), score, expires, self.keys.job_id_prefix(session)
+
+    async def publish(
+        self,
+        session: str,
+        event_id: str,
+        event_json: bytes,
+        *,
+        dedupe_ttl_s: int,
+        max_pending: int,
+    ) -> tuple[int, str]:
+        """XADD one event (deduplicated by id, refused over max_pending) and schedule its job.
+
+        Returns (status, stream id): 1 added, 0 duplicate (id of the first copy), -1 refused.
+        """
+        keys, args = self.publish_args(
+            session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s, max_pending=max_pending
+        )
+        status, stream_id = await self._publish(keys=keys, args=args)
+        return int(status), _text(stream_id)
+
+    def publish_args(
+        self,
+        session: str,
+        event_id: str,
+        event_json: bytes,
+        *,
+        dedupe_ttl_s: int,
+        max_pending: int,
+    ) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of the publish script, for callers that pipeline many publishes."""
+        k = self.keys
+        payload, score, expires, prefix = self._job_args(session, 0)
+        keys = [
+            k.seen(event_id),
+            k.events(session),
+            k.sessions,
+            k.scheduled(session),
+            k.job_sequence(session),
+            k.queue,
+        ]
+        args = [
+            event_json,
+            session,
+            dedupe_ttl_s,
+            max_pending,
+            payload,
+            score,
+            expires,
+            prefix,
+            ARQ_JOB_KEY_PREFIX,
+        ]
+        return keys, args
+
+    @property
+    def publish_script(self) -> Any:
+        """The registered publish script (callable with keys=, args=, client=)."""
+        return self._publish
+
+    async def release(
+        self, session: str, job_id: str, *, defer_ms: int = 0, force: bool = False
+    ) -> str | None:
+        """Stop being the session's job: hand off to a new job id if entries remain.
+
+        Returns the new job id, or None when the marker was cleared or was not ours.
+        """
+        k = self.keys
+        payload, score, expires, prefix = self._job_args(session, defer_ms)
+        status, new_id = await self._release(
+            keys=[k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)],
+            args=[
+                job_id,
+                payload,
+                score,
+                expires,
+                prefix,
+                ARQ_JOB_KEY_PREFIX,
+                "1" if force else "0",
+            ],
+        )
+        return _text(new_id) if int(status) == 1 else None
+
+    def queue_release(
+        self, pipe: Pipeline, session: str, job_id: str, *, defer_ms: int = 0
+    ) -> None:
+        """`release` as part of a pipeline the caller runs; read its reply with `released`."""
+        k = self.keys
+        payload, score, expires, prefix = self._job_args(session, defer_ms)
+        keys = [k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)]
+        args = [job_id, payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX, "0"]
+        # EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT.
+        pipe.eval(RELEASE_LUA, len(keys), *keys, *args)  # type: ignore[arg-type]
+
+    async def sweep(self, session: str) -> str | None:
+        """Schedule a job for a session with entries but no live job; returns the new job id."""
+        k = self.keys
+        payload, score, expires, prefix = self._job_args(session, 0)
+        status, new_id = await self._sweep(
+            keys=[k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)],
+            args=[payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX],
+        )
+        return _text(new_id) if int(status) == 1 else None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

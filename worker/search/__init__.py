@@ -1,0 +1,1 @@
+"""Finding memories: full-text and vector search, the vector sync, the SessionStart context."""

@@ -1,0 +1,160 @@
+"""The context a new agent session starts with: latest summary + relevant recent observations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import datetime
+
+import msgspec
+
+from worker.settings import Settings
+from worker.storage.protocol import Store
+from worker.storage.records import StoredRow
+
+DEFAULT_LIMIT = 20
+CANDIDATES = 100
+# Over the newest CANDIDATES observations, relevance = type weight x recency (halving every
+# HALF_LIFE newer observations): a week-old decision can outrank today's routine change.
+HALF_LIFE = 25
+TYPE_WEIGHT = {
+    "decision": 1.0,
+    "security_alert": 1.0,
+    "bugfix": 0.9,
+    "security_note": 0.8,
+    "feature": 0.8,
+    "discovery": 0.7,
+    "refactor": 0.6,
+    "change": 0.6,
+}
+OTHER_WEIGHT = 0.5
+NARRATIVE_CHARS = 280
+SUMMARY_FIELD_CHARS = 600
+SUMMARY_FIELDS = (
+    ("request", "Request"),
+    ("completed", "Completed"),
+    ("learned", "Learned"),
+    ("investigated", "Investigated"),
+    ("next_steps", "Next steps"),
+    ("notes", "Notes"),
+)
+
+
+class Context(msgspec.Struct, frozen=True, kw_only=True):
+    """What `memq context --json` prints; `markdown` is empty when nothing is stored yet."""
+
+    project: str
+    summary: StoredRow | None
+    observations: list[StoredRow]
+    markdown: str
+
+
+async def build_context(
+    store: Store, project: str, *, limit: int = DEFAULT_LIMIT, budget_chars: int = 8000
+) -> Context:
+    """The project's latest summary and its most relevant recent observations, within budget."""
+    summary = await store.latest_summary(project)
+    recent = [
+        r
+        for r in await store.observations(project=project, limit=CANDIDATES)
+        if r.kind == "observation"
+    ]
+    chosen = pick_relevant(recent, limit)
+    markdown, shown = render(project, summary, chosen, budget_chars)
+    return Context(project=project, summary=summary, observations=shown, markdown=markdown)
+
+
+def pick_relevant(newest_first: list[StoredRow], limit: int) -> list[StoredRow]:
+    """The `limit` best by type weight x recency, returned newest first."""
+    scored = [
+        (TYPE_WEIGHT.get(row.type or "", OTHER_WEIGHT) * 0.5 ** (age / HALF_LIFE), age, row)
+        for age, row in enumerate(newest_first)
+    ]
+    best = sorted(scored, key=lambda s: (-s[0], s[1]))[:limit]
+    return [row for _, _, row in sorted(best, key=lambda s: s[1])]
+
+
+def render(
+    project: str, summary: StoredRow | None, observations: list[StoredRow], budget_chars: int
+) -> tuple[str, list[StoredRow]]:
+    """Markdown within `budget_chars`, and the observations that fit (newest first)."""
+    if summary is None and not observations:
+        return "", []
+    parts = [f"# memq: what happened recently in {project}\n"]
+    if summary is not None:
+        parts.append(f"\n## Latest summary ({_when(summary.created_at)})\n")
+        for field, label in SUMMARY_FIELDS:
+            value = getattr(summary, field)
+            if value and value.strip():
+                parts.append(f"- **{label}:** {_clip(value, SUMMARY_FIELD_CHARS)}\n")
+    text = _fit("".join(parts), budget_chars)
+    shown: list[StoredRow] = []
+    if observations:
+        heading = "\n## Recent observations\n"
+        for row in observations:
+            item = _observation(row)
+            if len(text) + len(heading) * (not shown) + len(item) > budget_chars:
+                break
+            text += (heading if not shown else "") + item
+            shown.append(row)
+    return text, shown
+
+
+def _observation(row: StoredRow) -> str:
+    title = row.title or "(untitled)"
+    subtitle = f" — {row.subtitle}" if row.subtitle else ""
+    line = f"- **#{row.id} {row.type}** {title}{subtitle} ({_when(row.created_at)[:10]})\n"
+    detail = row.narrative or "; ".join(row.facts or [])
+    if detail.strip():
+        line += f"  {_clip(detail, NARRATIVE_CHARS)}\n"
+    return line
+
+
+def _when(iso: str) -> str:
+    try:
+        return datetime.fromisoformat(iso).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return iso
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _fit(text: str, budget: int) -> str:
+    return text if len(text) <= budget else text[: budget - 2].rstrip() + "…\n"
+
+
+def session_start_output(settings: Settings, project: str, timeout_s: float) -> str:
+    """Claude Code's SessionStart hook output injecting the context; "" when there is none.
+
+    Never raises and never waits past `timeout_s`: storage that is missing, locked or broken
+    means no context, not a failing or slow agent start.
+    """
+    from worker.storage.factory import open_store
+    from worker.storage.sqlite.store import SqliteStore
+
+    async def read() -> str:
+        store = open_store(settings)
+        if isinstance(store, SqliteStore) and not store.path.exists():
+            return ""  # nothing stored yet; do not create the database from a hook
+        try:
+            return (
+                await build_context(
+                    store, project, limit=DEFAULT_LIMIT, budget_chars=settings.context_chars
+                )
+            ).markdown
+        finally:
+            await store.aclose()
+
+    try:
+        markdown = asyncio.run(asyncio.wait_for(read(), max(0.01, timeout_s)))
+    except Exception:  # the agent host must start whatever storage does
+        return ""
+    if not markdown:
+        return ""
+    output = {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": markdown}
+    }
+    return json.dumps(output) + "\n"

@@ -1,0 +1,212 @@
+"""Hybrid search: SQLite FTS5 (bm25) fused with vector similarity by reciprocal rank fusion."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal
+
+import msgspec
+
+from worker.errors import WorkerError
+from worker.search.vector_index import VectorIndex, VectorMatch
+from worker.storage.index_records import RowKind, TextFilter, TextHit
+from worker.storage.protocol import Store
+from worker.storage.records import StoredRow
+
+SearchMode = Literal["hybrid", "fts", "vector"]
+RowKey = tuple[RowKind, int]
+VectorSearch = Callable[[str, int, TextFilter], Awaitable[list[VectorMatch]]]
+RRF_K = 60  # the constant of Cormack et al.; damps the weight of the very first ranks
+SNIPPET_CHARS = 160
+
+# Question words and glue: "why did the login test fail" must not demand a row saying "did".
+# Quoted phrases keep every word.
+_STOPWORD_TEXT = """
+a an and are as at be by did do does for from had has have how i in is it its of on or our
+so that the this to was we were what when where which who why will with
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_PHRASE_OR_WORD = re.compile(r'"([^"]*)"|(\S+)')
+_WORDLIKE = re.compile(r"\w")
+
+
+class BadQueryError(WorkerError):
+    """The query has nothing to search for."""
+
+
+class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
+    """One result, as `memq search --json` prints it."""
+
+    id: int
+    kind: RowKind
+    type: str | None
+    title: str | None
+    subtitle: str | None
+    project: str
+    memory_session_id: str
+    created_at: str
+    score: float
+    snippet: str
+
+
+class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The hits, the ranking actually used, and why it differs from the one asked, if it does."""
+
+    hits: list[SearchHit]
+    mode: SearchMode
+    notice: str | None = None
+
+
+def match_expression(query: str) -> str:
+    """An FTS5 expression where every word and every "quoted phrase" must match.
+
+    Words are quoted (FTS5 syntax in the query is text, not operators); `word*` keeps a
+    prefix match; question words are dropped unless nothing else is left.
+    """
+    terms: list[tuple[str, bool]] = []
+    for m in _PHRASE_OR_WORD.finditer(query):
+        phrase, word = m.group(1), m.group(2)
+        if phrase is not None:
+            if _WORDLIKE.search(phrase):
+                terms.append((f'"{phrase}"', True))
+            continue
+        prefix = word.endswith("*") and len(word) > 1
+        text = word.rstrip("*") if prefix else word
+        text = text.replace('"', "")
+        if _WORDLIKE.search(text):
+            quoted = f'"{text}"' + ("*" if prefix else "")
+            terms.append((quoted, text.lower() not in STOPWORDS))
+    kept = [t for t, keep in terms if keep] or [t for t, _ in terms]
+    if not kept:
+        raise BadQueryError(f"nothing to search for in {query!r}: give at least one word")
+    return " ".join(kept)
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[RowKey]], k: int = RRF_K
+) -> list[tuple[RowKey, float]]:
+    """Fuse ranked lists: each key scores the sum of 1 / (k + rank) over the lists holding it."""
+    scores: dict[RowKey, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(ranking, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0][0], -item[0][1]))
+
+
+def index_search(index: VectorIndex, timeout_s: float = 10.0) -> VectorSearch:
+    """A VectorSearch over a Chroma collection, off the event loop."""
+
+    async def run(text: str, n: int, filters: TextFilter) -> list[VectorMatch]:
+        return await asyncio.wait_for(asyncio.to_thread(index.query, text, n, filters), timeout_s)
+
+    return run
+
+
+async def search(
+    store: Store,
+    query: str,
+    *,
+    filters: TextFilter | None = None,
+    limit: int = 10,
+    mode: SearchMode = "hybrid",
+    vectors: VectorSearch | None = None,
+    vectors_off_reason: str = "vector index off (MEMQ_CHROMA=off)",
+) -> SearchResult:
+    """Search stored observations and summaries; keyword-only (saying why) without vectors."""
+    filters = filters or TextFilter()
+    notice: str | None = None
+    if mode != "fts" and vectors is not None and (lag := await store.vector_lag()):
+        counts = await store.counts()
+        if lag >= counts.observations + counts.summaries:
+            vectors, vectors_off_reason = None, f"vector index not built yet ({lag} rows wait)"
+        else:
+            notice = f"vector index {lag} rows behind: the newest rows match by keywords only"
+    if mode == "vector":
+        if vectors is None:
+            return SearchResult(hits=[], mode="vector", notice=vectors_off_reason)
+        matches = await vectors(query, max(limit * 8, 50), filters)
+        keys, scores, texts = _vector_ranking(matches)
+        found = await _hits(store, keys[:limit], scores, texts)
+        return SearchResult(hits=found, mode="vector", notice=notice)
+
+    text_hits = await store.search_text(match_expression(query), filters, max(limit * 5, 50))
+    if mode == "fts":
+        return await _keywords_only(store, text_hits, limit, None)
+    if vectors is None:
+        return await _keywords_only(store, text_hits, limit, vectors_off_reason)
+    try:
+        matches = await vectors(query, max(limit * 8, 50), filters)
+    except Exception as e:  # Chroma down or slow: the keyword half still answers
+        reason = f"vector index unavailable ({type(e).__name__}: {e})"
+        return await _keywords_only(store, text_hits, limit, reason)
+    snippets = {(h.kind, h.id): h.snippet for h in text_hits}
+    text_keys = [(h.kind, h.id) for h in text_hits]
+    vector_keys, _, vector_texts = _vector_ranking(matches)
+    fused = reciprocal_rank_fusion([text_keys, vector_keys])[:limit]
+    texts = {**vector_texts, **snippets}
+    found = await _hits(store, [k for k, _ in fused], dict(fused), texts)
+    return SearchResult(hits=found, mode="hybrid", notice=notice)
+
+
+async def _keywords_only(
+    store: Store, text_hits: Sequence[TextHit], limit: int, why_not_hybrid: str | None
+) -> SearchResult:
+    scores = {(h.kind, h.id): round(-h.bm25, 6) for h in text_hits}
+    snippets = {(h.kind, h.id): h.snippet for h in text_hits}
+    found = await _hits(store, [(h.kind, h.id) for h in text_hits[:limit]], scores, snippets)
+    notice = None if why_not_hybrid is None else f"keyword search only: {why_not_hybrid}"
+    return SearchResult(hits=found, mode="fts", notice=notice)
+
+
+def _vector_ranking(
+    matches: Sequence[VectorMatch],
+) -> tuple[list[RowKey], dict[RowKey, float], dict[RowKey, str]]:
+    """Rows in order of their best-matching document."""
+    keys: list[RowKey] = []
+    scores: dict[RowKey, float] = {}
+    texts: dict[RowKey, str] = {}
+    for m in matches:
+        key = (m.kind, m.id)
+        if key not in scores:
+            keys.append(key)
+            scores[key] = round(1.0 - m.distance, 6)
+            texts[key] = _shorten(m.text)
+    return keys, scores, texts
+
+
+async def _hits(
+    store: Store,
+    keys: Sequence[RowKey],
+    scores: dict[RowKey, float],
+    snippets: dict[RowKey, str],
+) -> list[SearchHit]:
+    rows = await store.rows_by_keys(keys)
+    return [_hit(r, scores.get((r.kind, r.id), 0.0), snippets.get((r.kind, r.id))) for r in rows]
+
+
+def _hit(row: StoredRow, score: float, snippet: str | None) -> SearchHit:
+    if row.kind == "summary":
+        title = row.request
+        fallback = row.completed or row.learned or row.investigated or ""
+    else:
+        title = row.title
+        fallback = row.narrative or " ".join(row.facts or [])
+    return SearchHit(
+        id=row.id,
+        kind=row.kind,
+        type=row.type if row.kind == "observation" else "summary",
+        title=title,
+        subtitle=row.subtitle,
+        project=row.project,
+        memory_session_id=row.memory_session_id,
+        created_at=row.created_at,
+        score=round(score, 6),
+        snippet=snippet or _shorten(fallback),
+    )
+
+
+def _shorten(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1].rstrip() + "…"

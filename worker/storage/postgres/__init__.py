@@ -1,0 +1,1 @@
+"""The PostgreSQL backend (asyncpg), for fleets sharing one database."""

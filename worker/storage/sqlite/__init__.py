@@ -1,0 +1,1 @@
+"""The SQLite backend (aiosqlite), the default single-machine store."""

@@ -1,0 +1,1 @@
+"""Counting outcomes: fleet-wide counters in Redis and this process' Prometheus metrics."""
