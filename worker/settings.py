@@ -174,6 +174,13 @@ def load_settings(
         raise ConfigError(f"invalid setting: {_name_variable(str(e))}") from e
 
 
+def settings_from_environment(environ: Mapping[str, str]) -> Settings:
+    """Settings from MEMQ_CONFIG (a TOML file, optional) and the environment, which wins."""
+    config = environ.get("MEMQ_CONFIG")
+    file_values = read_settings_file(Path(config).expanduser()) if config else None
+    return load_settings(environ, file_values)
+
+
 def read_settings_file(path: Path) -> dict[str, Any]:
     """Read a TOML settings file; keys are settings field names (lowercase)."""
     import tomllib  # here, not at the top: the Claude Code hook rarely has a settings file

@@ -11,10 +11,12 @@ from worker.cli.commands import search as search_command
 from worker.cli.commands import telegram as telegram_command
 from worker.cli.commands import ui as ui_command
 from worker.cli.commands import worker as worker_command
+from worker.cli.exits import ExitCodeGroup
 from worker.ingest import hook
 
 app = typer.Typer(
     name="memq",
+    cls=ExitCodeGroup,
     help="Turn AI coding agents' tool calls into structured, searchable memories.",
     no_args_is_help=True,
     add_completion=False,

@@ -6,13 +6,15 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from pipeline.errors import PipelineError
+from worker import settings
 from worker.errors import ConfigError, WorkerError
-from worker.settings import Settings, load_settings, read_settings_file
+from worker.settings import Settings
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -25,15 +27,21 @@ class BadInputError(WorkerError):
 
 def settings_from_environment() -> Settings:
     """Load settings from MEMQ_CONFIG (a TOML file, optional) and the environment."""
-    config = os.environ.get("MEMQ_CONFIG")
-    file_values = read_settings_file(Path(config).expanduser()) if config else None
-    return load_settings(os.environ, file_values)
+    return settings.settings_from_environment(os.environ)
 
 
 def fail(message: str, code: int) -> typer.Exit:
     """Print a one-line reason on stderr and return the Exit to raise."""
     print(f"memq: {' '.join(message.split())}", file=sys.stderr)
     return typer.Exit(code)
+
+
+class ExitCodeGroup(TyperGroup):
+    """The `memq` group: every command's errors become the CLI's exit codes, in one place."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's click Context is private to typer
+        with exit_codes():
+            return super().invoke(ctx)
 
 
 @contextmanager

@@ -26,7 +26,7 @@ from worker.ingest.claude_code import HookPayloadError, decode_payload, events_f
 from worker.ingest.producer import PublishRefusedError, SyncProducer, prepare_event
 from worker.ingest.spool import Spool
 from worker.project import resolve_project
-from worker.settings import Settings, load_settings, read_settings_file
+from worker.settings import Settings, settings_from_environment
 
 if TYPE_CHECKING:
     import typer
@@ -95,7 +95,7 @@ def run_claude_code_hook(
 
 
 def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
-    settings = _settings(environ)
+    settings = settings_from_environment(environ)
     payload = decode_payload(raw)
     project = resolve_project(payload.cwd or os.getcwd(), settings.project)
     events = events_from_payload(
@@ -147,12 +147,6 @@ def _spool(spool: Spool, events: Sequence[Event], reason: str) -> None:
     kept = spool.append(events)
     if kept:
         _log(f"{reason}: {kept} event(s) spooled in {spool.path}; `memq spool flush` sends them")
-
-
-def _settings(environ: Mapping[str, str]) -> Settings:
-    config = environ.get("MEMQ_CONFIG")
-    file_values = read_settings_file(Path(config).expanduser()) if config else None
-    return load_settings(environ, file_values)
 
 
 def _process_age_s() -> float:

@@ -11,7 +11,7 @@ import typer
 
 from pipeline.mode_files import load_mode
 from pipeline.modes import Mode
-from worker.cli.exits import BadInputError, exit_codes, settings_from_environment
+from worker.cli.exits import BadInputError, settings_from_environment
 from worker.settings import Settings
 
 
@@ -45,8 +45,7 @@ def list_command(
             await redis.aclose()
         return {"dead": msgspec.to_builtins(dead), "dropped": msgspec.to_builtins(dropped)}
 
-    with exit_codes():
-        data = asyncio.run(read(settings_from_environment()))
+    data = asyncio.run(read(settings_from_environment()))
     if as_json:
         print(json.dumps(data))
         return
@@ -92,15 +91,14 @@ def replay_command(
             await store.aclose()
             await redis.aclose()
 
-    with exit_codes():
-        if not replay_all and not ids:
-            raise BadInputError("say what to replay: --id ID (repeatable) or --all")
-        for i in ids or []:
-            if i.startswith("dropped:") and not i.split(":", 1)[1].isdigit():
-                raise BadInputError(f"--id {i}: dropped ids look like dropped:12")
-        settings = settings_from_environment()
-        mode = load_mode(settings.mode, extra_dirs=settings.extra_modes_dirs)
-        results = asyncio.run(replay(settings, mode))
+    if not replay_all and not ids:
+        raise BadInputError("say what to replay: --id ID (repeatable) or --all")
+    for i in ids or []:
+        if i.startswith("dropped:") and not i.split(":", 1)[1].isdigit():
+            raise BadInputError(f"--id {i}: dropped ids look like dropped:12")
+    settings = settings_from_environment()
+    mode = load_mode(settings.mode, extra_dirs=settings.extra_modes_dirs)
+    results = asyncio.run(replay(settings, mode))
     if as_json:
         print(json.dumps(msgspec.to_builtins(results)))
         return

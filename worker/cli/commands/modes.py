@@ -11,7 +11,7 @@ import msgspec
 import typer
 
 from pipeline.mode_files import list_modes, load_mode
-from worker.cli.exits import exit_codes, settings_from_environment
+from worker.cli.exits import settings_from_environment
 from worker.settings import Settings
 
 
@@ -27,8 +27,7 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """Print every mode id found in MEMQ_MODES_DIR and the bundled modes, one per line."""
-    with exit_codes():
-        ids = list_modes(extra_dirs=_extra_dirs(settings_from_environment()))
+    ids = list_modes(extra_dirs=_extra_dirs(settings_from_environment()))
     if as_json:
         print(json.dumps(ids))
     else:
@@ -42,9 +41,8 @@ def show_command(
     ] = None,
 ) -> None:
     """Print the fully merged mode as JSON; fallbacks taken are warned about on stderr."""
-    with exit_codes():
-        settings = settings_from_environment()
-        mode = load_mode(mode_id or settings.mode, extra_dirs=_extra_dirs(settings))
+    settings = settings_from_environment()
+    mode = load_mode(mode_id or settings.mode, extra_dirs=_extra_dirs(settings))
     for warning in mode.warnings:
         _warn(warning)
     data = msgspec.to_builtins(mode)

@@ -21,7 +21,7 @@ from pipeline import (
     decode_event,
 )
 from pipeline.mode_files import load_mode
-from worker.cli.exits import BadInputError, exit_codes, settings_from_environment
+from worker.cli.exits import BadInputError, settings_from_environment
 from worker.settings import Settings
 
 # The observer numbers prompts from 1; an event without a number is taken as the first.
@@ -42,13 +42,12 @@ def prompt(
 
     tool_call: the observation prompt; prompt: the init prompt; summarize: the summary prompt.
     """
-    with exit_codes():
-        settings = settings_from_environment()
-        events = _read_events(sys.stdin.buffer.read())
-        mode = _mode(settings)
-        for warning in mode.warnings:
-            print(f"memq: warning: {warning}", file=sys.stderr)
-        print(_render(events, mode, settings, system=system))
+    settings = settings_from_environment()
+    events = _read_events(sys.stdin.buffer.read())
+    mode = _mode(settings)
+    for warning in mode.warnings:
+        print(f"memq: warning: {warning}", file=sys.stderr)
+    print(_render(events, mode, settings, system=system))
 
 
 def _mode(settings: Settings) -> Mode:

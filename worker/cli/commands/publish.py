@@ -17,7 +17,6 @@ from worker.cli.exits import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_RUNTIME,
-    exit_codes,
     settings_from_environment,
 )
 from worker.settings import Settings
@@ -41,9 +40,8 @@ def publish_command(
     A line without `project` gets MEMQ_PROJECT or the git repository of the current
     directory. Malformed lines are reported (exit 2) and the valid ones still published.
     """
-    with exit_codes():
-        settings = settings_from_environment()
-        code = asyncio.run(publish_lines(sys.stdin.buffer, settings, as_json=as_json))
+    settings = settings_from_environment()
+    code = asyncio.run(publish_lines(sys.stdin.buffer, settings, as_json=as_json))
     if code != EXIT_OK:
         raise typer.Exit(code)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import msgspec
 import typer
 
-from worker.cli.exits import exit_codes, settings_from_environment
+from worker.cli.exits import settings_from_environment
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -139,6 +139,5 @@ def _from_store(read: Callable[[Store], Coroutine[Any, Any, T]]) -> T:
 
 
 def _run(read: Callable[[Settings], Coroutine[Any, Any, T]]) -> T:
-    with exit_codes():
-        settings = settings_from_environment()
-        return asyncio.run(read(settings))
+    settings = settings_from_environment()
+    return asyncio.run(read(settings))

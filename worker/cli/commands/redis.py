@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from worker.cli.exits import EXIT_BAD_INPUT, exit_codes, fail, settings_from_environment
+from worker.cli.exits import EXIT_BAD_INPUT, fail, settings_from_environment
 from worker.connect.managed_redis import ManagedRedis
 from worker.connect.redis_client import describe_url
 
@@ -27,16 +27,15 @@ def register(app: typer.Typer) -> None:
 
 def status_command(as_json: JsonOption = False) -> None:
     """Say whether the managed redis-server runs, with its pid and socket."""
-    with exit_codes():
-        settings = settings_from_environment()
-        if settings.redis_url:
-            url = describe_url(settings.redis_url)
-            if as_json:
-                print(msgspec.json.encode({"managed": False, "url": url}).decode())
-            else:
-                print(f"MEMQ_REDIS_URL is set ({url}): memq does not manage that Redis")
-            return
-        status = ManagedRedis(settings.data_path).status()
+    settings = settings_from_environment()
+    if settings.redis_url:
+        url = describe_url(settings.redis_url)
+        if as_json:
+            print(msgspec.json.encode({"managed": False, "url": url}).decode())
+        else:
+            print(f"MEMQ_REDIS_URL is set ({url}): memq does not manage that Redis")
+        return
+    status = ManagedRedis(settings.data_path).status()
     if as_json:
         data = {"managed": True, **msgspec.structs.asdict(status)}
         print(msgspec.json.encode(data).decode())
@@ -48,12 +47,11 @@ def status_command(as_json: JsonOption = False) -> None:
 
 def stop_command() -> None:
     """Shut the managed redis-server down (its AOF keeps queued events)."""
-    with exit_codes():
-        settings = settings_from_environment()
-        if settings.redis_url:
-            raise fail(
-                "MEMQ_REDIS_URL is set: memq only stops the Redis it manages itself",
-                EXIT_BAD_INPUT,
-            )
-        stopped = ManagedRedis(settings.data_path).stop()
+    settings = settings_from_environment()
+    if settings.redis_url:
+        raise fail(
+            "MEMQ_REDIS_URL is set: memq only stops the Redis it manages itself",
+            EXIT_BAD_INPUT,
+        )
+    stopped = ManagedRedis(settings.data_path).stop()
     print("stopped" if stopped else "not running")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from worker.cli.exits import BadInputError, exit_codes, settings_from_environment
+from worker.cli.exits import BadInputError, settings_from_environment
 from worker.errors import WorkerError
 from worker.settings import Settings
 
@@ -59,8 +59,7 @@ def reindex(
         finally:
             await store.aclose()
 
-    with exit_codes():
-        message = asyncio.run(run(settings_from_environment()))
+    message = asyncio.run(run(settings_from_environment()))
     print(message)
 
 
@@ -130,8 +129,7 @@ def import_claude_mem_command(
         finally:
             await store.aclose()
 
-    with exit_codes():
-        counts = asyncio.run(run(settings_from_environment()))
+    counts = asyncio.run(run(settings_from_environment()))
     if as_json:
         print(msgspec.json.encode(counts).decode())
         return

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 import msgspec
 import typer
 
-from worker.cli.exits import BadInputError, exit_codes, settings_from_environment
+from worker.cli.exits import BadInputError, settings_from_environment
 from worker.errors import WorkerError
 from worker.settings import Settings
 
@@ -59,8 +59,7 @@ def search_command(
     from worker.storage.index_records import TextFilter
 
     if mode not in ("hybrid", "fts", "vector"):
-        with exit_codes():
-            raise BadInputError(f"--mode {mode}: use hybrid, fts or vector")
+        raise BadInputError(f"--mode {mode}: use hybrid, fts or vector")
     filters = TextFilter(project=project, type=type_, since_ms=_since_ms(since))
 
     async def run(settings: Settings, store: Store) -> Any:
@@ -202,19 +201,17 @@ def with_store(run: Callable[[Settings, Store], Coroutine[Any, Any, T]]) -> T:
         finally:
             await store.aclose()
 
-    with exit_codes():
-        try:
-            return asyncio.run(main(settings_from_environment()))
-        except NotFoundError as e:
-            raise BadInputError(str(e)) from e
+    try:
+        return asyncio.run(main(settings_from_environment()))
+    except NotFoundError as e:
+        raise BadInputError(str(e)) from e
 
 
 def _parse_ref(ref: str) -> tuple[Any, int]:
     kind, _, number = ref.rpartition(":")
     kind = {"": "observation", "observation": "observation", "summary": "summary"}.get(kind, "")
     if not kind or not number.isdigit():
-        with exit_codes():
-            raise BadInputError(f"{ref!r} is not an id: use 12 or summary:12")
+        raise BadInputError(f"{ref!r} is not an id: use 12 or summary:12")
     return kind, int(number)
 
 
@@ -224,7 +221,6 @@ def _since_ms(since: str | None) -> int | None:
     try:
         at = datetime.fromisoformat(since)
     except ValueError:
-        with exit_codes():
-            raise BadInputError(f"--since {since!r}: use a date like 2026-11-30") from None
+        raise BadInputError(f"--since {since!r}: use a date like 2026-11-30") from None
     at = at if at.tzinfo else at.replace(tzinfo=UTC)
     return int(at.timestamp() * 1000)

@@ -9,7 +9,6 @@ import typer
 
 from worker.cli.exits import (
     EXIT_RUNTIME,
-    exit_codes,
     fail,
     settings_from_environment,
 )
@@ -33,16 +32,15 @@ def flush_command(as_json: JsonOption = False) -> None:
     """Publish the spooled events in order (each exactly once), then empty the spool."""
     from worker.ingest.producer import SyncProducer
 
-    with exit_codes():
-        settings = settings_from_environment()
-        spool = Spool.from_settings(settings)
-        if not spool.pending():
-            result = None
-        else:
-            with SyncProducer.connect(settings, timeout_ms=_FLUSH_TIMEOUT_MS) as producer:
-                result = spool.flush(producer)
-            if result is None:
-                raise fail("another memq process is flushing the spool; try again", EXIT_RUNTIME)
+    settings = settings_from_environment()
+    spool = Spool.from_settings(settings)
+    if not spool.pending():
+        result = None
+    else:
+        with SyncProducer.connect(settings, timeout_ms=_FLUSH_TIMEOUT_MS) as producer:
+            result = spool.flush(producer)
+        if result is None:
+            raise fail("another memq process is flushing the spool; try again", EXIT_RUNTIME)
     if as_json:
         print(msgspec.json.encode(result or FlushResult()).decode())
     elif result is None:
@@ -58,8 +56,7 @@ def flush_command(as_json: JsonOption = False) -> None:
 
 def status_command(as_json: JsonOption = False) -> None:
     """How many events wait in the spool, and how many were dropped or rejected."""
-    with exit_codes():
-        status = Spool.from_settings(settings_from_environment()).status()
+    status = Spool.from_settings(settings_from_environment()).status()
     if as_json:
         print(msgspec.json.encode(status).decode())
         return

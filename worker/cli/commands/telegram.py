@@ -32,15 +32,14 @@ def register(app: typer.Typer) -> None:
 
 def telegram() -> None:
     """Send each stored row that passes MEMQ_TELEGRAM_TYPES/_CONCEPTS to MEMQ_TELEGRAM_CHAT_IDS."""
-    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.cli.exits import settings_from_environment
     from worker.logs import configure_logging
 
-    with exit_codes():
-        settings = settings_from_environment()
-        configure_logging(settings.log_format)
-        # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        asyncio.run(run_telegram(settings))
+    settings = settings_from_environment()
+    configure_logging(settings.log_format)
+    # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(run_telegram(settings))
 
 
 async def run_telegram(

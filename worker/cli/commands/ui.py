@@ -23,13 +23,12 @@ def ui(
     ] = None,
 ) -> None:
     """Serve the live web UI: newest observations (live), search, sessions, operator panel."""
-    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.cli.exits import settings_from_environment
     from worker.logs import configure_logging
 
-    with exit_codes():
-        settings = settings_from_environment()
-        configure_logging(settings.log_format)
-        from worker.fanout.ui.server import run_ui
+    settings = settings_from_environment()
+    configure_logging(settings.log_format)
+    from worker.fanout.ui.server import run_ui
 
-        chosen_port = settings.ui_port if port is None else port
-        asyncio.run(run_ui(settings, host=host or settings.ui_host, port=chosen_port))
+    chosen_port = settings.ui_port if port is None else port
+    asyncio.run(run_ui(settings, host=host or settings.ui_host, port=chosen_port))

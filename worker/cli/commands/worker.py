@@ -29,21 +29,20 @@ def worker(
     ),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
-    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.cli.exits import settings_from_environment
     from worker.logs import configure_logging
 
-    with exit_codes():
-        settings = settings_from_environment()
-        configure_logging(settings.log_format)
-        asyncio.run(
-            run_worker(
-                settings,
-                burst=burst,
-                concurrency=concurrency,
-                metrics_port=metrics_port,
-                metrics_host=metrics_host,
-            )
+    settings = settings_from_environment()
+    configure_logging(settings.log_format)
+    asyncio.run(
+        run_worker(
+            settings,
+            burst=burst,
+            concurrency=concurrency,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
+    )
 
 
 async def run_worker(
@@ -94,7 +93,7 @@ def up() -> None:
     import logging
     import sys
 
-    from worker.cli.exits import exit_codes, settings_from_environment
+    from worker.cli.exits import settings_from_environment
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
     from worker.logs import configure_logging
@@ -117,10 +116,9 @@ def up() -> None:
             stop.set()
             await ui_task
 
-    with exit_codes():
-        settings = settings_from_environment()
-        configure_logging(settings.log_format)
-        check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
-        where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
-        print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
-        asyncio.run(worker_and_ui(settings))
+    settings = settings_from_environment()
+    configure_logging(settings.log_format)
+    check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
+    where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
+    print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
+    asyncio.run(worker_and_ui(settings))
