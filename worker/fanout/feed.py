@@ -13,6 +13,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from worker.backoff import backoff_s
 from worker.keys import Keys
 from worker.storage.records import StoredRow
 
@@ -306,7 +307,7 @@ class FanoutConsumer:
             raise _Stopped
 
     def _backoff(self, attempt: int) -> float:
-        return float(min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1)))
+        return backoff_s(attempt, base_s=self.retry_base_s, max_s=self.retry_max_s, jitter=False)
 
     def _log(self, **fields: object) -> dict[str, object]:
         return {"consumer": self.name or "(live)", **fields}

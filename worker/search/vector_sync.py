@@ -15,6 +15,7 @@ from typing import IO
 
 import msgspec
 
+from worker.backoff import backoff_s
 from worker.search.vector_index import (
     ChromaTarget,
     VectorDocument,
@@ -59,10 +60,11 @@ class DrainResult(msgspec.Struct, frozen=True, kw_only=True):
         return self.indexed == 0 and self.failed == 0
 
 
-def backoff_s(attempts: int, policy: SyncPolicy, rng: Callable[[], float] = random.random) -> float:
-    """Delay before attempt `attempts + 1`: doubling from base_s, capped, "equal jitter"."""
-    delay = min(policy.max_s, policy.base_s * 2.0 ** min(attempts, 30))
-    return delay / 2 + rng() * delay / 2
+def sync_backoff_s(
+    attempts: int, policy: SyncPolicy, rng: Callable[[], float] = random.random
+) -> float:
+    """Delay before attempt `attempts + 1` (the one backoff rule, with the sync's policy)."""
+    return backoff_s(attempts + 1, base_s=policy.base_s, max_s=policy.max_s, rand=rng)
 
 
 class VectorSync:
@@ -110,7 +112,7 @@ class VectorSync:
                         kind=j.kind,
                         id=j.id,
                         next_attempt_at_ms=now_ms
-                        + int(backoff_s(j.attempts, self._policy, self._rng) * 1000),
+                        + int(sync_backoff_s(j.attempts, self._policy, self._rng) * 1000),
                     )
                     for j in jobs
                 ],
@@ -140,7 +142,7 @@ class VectorSync:
             if result.failed:
                 failures += 1
                 await self._note_failure(result.error or "unknown error")
-                await asyncio.sleep(backoff_s(failures - 1, self._policy, self._rng))
+                await asyncio.sleep(sync_backoff_s(failures - 1, self._policy, self._rng))
                 continue
             if result.indexed and failures:
                 logger.info("vector index reachable again")

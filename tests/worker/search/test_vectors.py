@@ -29,9 +29,9 @@ from worker.search.vector_index import (
 from worker.search.vector_sync import (
     SyncPolicy,
     VectorSync,
-    backoff_s,
     index_opener,
     start_vector_sync,
+    sync_backoff_s,
 )
 from worker.settings import Settings, load_settings
 from worker.storage.protocol import StaleFenceError
@@ -286,8 +286,8 @@ async def test_chroma_outage_only_lags_then_drains_without_duplicates(
 )
 def test_backoff_doubles_with_jitter_and_is_capped(attempts: int, low: float, high: float) -> None:
     policy = SyncPolicy(base_s=1.0, max_s=300.0)
-    assert backoff_s(attempts, policy, lambda: 0.0) == low
-    assert backoff_s(attempts, policy, lambda: 1.0) == high
+    assert sync_backoff_s(attempts, policy, lambda: 0.0) == low
+    assert sync_backoff_s(attempts, policy, lambda: 1.0) == high
 
 
 async def test_run_backs_off_logs_one_warning_per_outage_and_recovers(
