@@ -8,15 +8,11 @@ import anthropic
 import msgspec
 
 from worker.observers.errors import (
-    ObserverError,
-    ObserverPermanentError,
-    ObserverTransientError,
     body_text,
-    classify_status,
     decode_reply,
-    refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
+from worker.observers.sdk_errors import map_sdk_error
 
 PROVIDER = "anthropic"
 _KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -133,7 +129,11 @@ class AnthropicObserver:
             )
             body = await raw.read()
         except anthropic.APIError as e:
-            raise _map_error(e, self._client.base_url, self._timeout_s) from e
+            raise map_sdk_error(
+                e, anthropic, provider=PROVIDER, api="Messages", base_url=self._client.base_url,
+                timeout_s=self._timeout_s, key_variable=_KEY_VARIABLE,
+                status_detail=_status_detail,
+            ) from e  # fmt: skip
         latency_ms = (time.perf_counter() - started) * 1000
         message = decode_reply(
             _DECODER, body, provider=PROVIDER, status=raw.status_code,
@@ -180,28 +180,5 @@ def _text_block(text: str, cache: bool) -> _TextBlock:
     return _TextBlock(type="text", text=text, cache_control=_CacheControl() if cache else None)
 
 
-def _map_error(e: anthropic.APIError, base_url: object, timeout_s: float) -> ObserverError:
-    if isinstance(e, anthropic.APIConnectionError) and (refused := refused_connection(e)):
-        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {refused}")
-    if isinstance(e, anthropic.APITimeoutError):
-        return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
-    if isinstance(e, anthropic.APIConnectionError):
-        cause = e.__cause__ or e
-        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {cause}")
-    if isinstance(e, anthropic.APIStatusError):
-        return classify_status(
-            PROVIDER,
-            e.status_code,
-            e.api_message or body_text(e.body) or e.message,
-            headers=e.response.headers,
-            error_type=e.type,
-            error_code=e.error_code,
-            key_variable=_KEY_VARIABLE,
-        )
-    if isinstance(e, anthropic.APIResponseValidationError):
-        # A 2xx whose body is not a Message: whatever answered is not the Messages API.
-        status = e.status_code
-        return ObserverPermanentError(
-            f"{PROVIDER} observer: HTTP {status} reply from {base_url} is not a Messages response"
-        )
-    return ObserverTransientError(f"{PROVIDER} observer: {e.message}")
+def _status_detail(e: anthropic.APIStatusError) -> tuple[str, str | None]:
+    return e.api_message or body_text(e.body) or e.message, e.error_code

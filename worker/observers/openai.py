@@ -8,15 +8,11 @@ import msgspec
 import openai
 
 from worker.observers.errors import (
-    ObserverError,
-    ObserverPermanentError,
-    ObserverTransientError,
     body_text,
-    classify_status,
     decode_reply,
-    refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
+from worker.observers.sdk_errors import map_sdk_error
 
 PROVIDER = "openai"
 _KEY_VARIABLE = "OPENAI_API_KEY"
@@ -131,7 +127,11 @@ class OpenAIObserver:
             )
             body = await raw.read()
         except openai.APIError as e:
-            raise _map_error(e, self._client.base_url, self._timeout_s) from e
+            raise map_sdk_error(
+                e, openai, provider=PROVIDER, api="Chat Completions",
+                base_url=self._client.base_url, timeout_s=self._timeout_s,
+                key_variable=_KEY_VARIABLE, status_detail=_status_detail,
+            ) from e  # fmt: skip
         latency_ms = (time.perf_counter() - started) * 1000
         completion = decode_reply(
             _DECODER, body, provider=PROVIDER, status=raw.status_code,
@@ -170,30 +170,8 @@ def _messages(request: ObserverRequest) -> list[_ChatMessage]:
     return messages
 
 
-def _map_error(e: openai.APIError, base_url: object, timeout_s: float) -> ObserverError:
-    if isinstance(e, openai.APIConnectionError) and (refused := refused_connection(e)):
-        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {refused}")
-    if isinstance(e, openai.APITimeoutError):
-        return ObserverTransientError(f"{PROVIDER} observer: no reply within {timeout_s:g}s")
-    if isinstance(e, openai.APIConnectionError):
-        cause = e.__cause__ or e
-        return ObserverTransientError(f"{PROVIDER} observer: cannot reach {base_url}: {cause}")
-    if isinstance(e, openai.APIStatusError):
-        # The SDK unwraps {"error": {...}} into e.body; e.code and e.type come from it.
-        body = e.body
-        message = body.get("message") if isinstance(body, dict) else body_text(body)
-        return classify_status(
-            PROVIDER,
-            e.status_code,
-            message if isinstance(message, str) and message.strip() else e.message,
-            headers=e.response.headers,
-            error_type=e.type,
-            error_code=e.code,
-            key_variable=_KEY_VARIABLE,
-        )
-    if isinstance(e, openai.APIResponseValidationError):
-        return ObserverPermanentError(
-            f"{PROVIDER} observer: HTTP {e.status_code} reply from {base_url} "
-            "is not a Chat Completions response"
-        )
-    return ObserverTransientError(f"{PROVIDER} observer: {e.message}")
+def _status_detail(e: openai.APIStatusError) -> tuple[str, str | None]:
+    # The SDK unwraps {"error": {...}} into e.body; e.code and e.type come from it.
+    body = e.body
+    message = body.get("message") if isinstance(body, dict) else body_text(body)
+    return (message if isinstance(message, str) and message.strip() else e.message), e.code
