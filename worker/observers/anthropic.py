@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import anthropic
 import msgspec
 
 from worker.observers.errors import (
     body_text,
-    decode_reply,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
-from worker.observers.sdk_errors import map_sdk_error
+from worker.observers.sdk import SdkEndpoint
 
 PROVIDER = "anthropic"
 _KEY_VARIABLE = "ANTHROPIC_API_KEY"
@@ -82,7 +79,7 @@ class AnthropicObserver:
         temperature: float,
         timeout_s: float,
     ) -> None:
-        self._client = anthropic.AsyncAnthropic(
+        client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
             max_retries=0,
@@ -91,12 +88,15 @@ class AnthropicObserver:
             # the default httpx one: ~0.7 ms instead of ~1.3, a third of a small turn's cost.
             http_client=anthropic.DefaultAioHttpClient(),
         )
+        self._endpoint = SdkEndpoint(
+            client, anthropic, path=_PATH, api="Messages", provider=PROVIDER,
+            key_variable=_KEY_VARIABLE, timeout_s=timeout_s, status_detail=_status_detail,
+        )  # fmt: skip
         self._model = model
         self._max_tokens = max_tokens
         # API version 2026-10-21 (sent by SDK 2.x) rejects any sampling parameter with a 400,
         # so temperature is accepted for a uniform constructor and never sent.
         del temperature
-        self._timeout_s = timeout_s
 
     @property
     def provider(self) -> str:
@@ -110,35 +110,17 @@ class AnthropicObserver:
 
     async def complete(self, request: ObserverRequest) -> ObserverReply:
         """Send the system prompt (cached), the history and this turn; return the reply text."""
-        started = time.perf_counter()
-        try:
-            # The SDK's generic post with a body msgspec encoded, and the raw reply decoded by
-            # msgspec: the SDK still adds auth, base URL, timeout and its status errors, at
-            # about half the CPU of `messages.create` with its JSON encoding and models.
-            raw = await self._client.post(
-                _PATH,
-                cast_to=anthropic.AsyncAPIResponse[bytes],
-                content=_ENCODER.encode(
-                    _Request(
-                        model=self._model,
-                        max_tokens=self._max_tokens,
-                        system=[_text_block(request.system, cache=True)],
-                        messages=_messages(request),
-                    )
-                ),
-            )
-            body = await raw.read()
-        except anthropic.APIError as e:
-            raise map_sdk_error(
-                e, anthropic, provider=PROVIDER, api="Messages", base_url=self._client.base_url,
-                timeout_s=self._timeout_s, key_variable=_KEY_VARIABLE,
-                status_detail=_status_detail,
-            ) from e  # fmt: skip
-        latency_ms = (time.perf_counter() - started) * 1000
-        message = decode_reply(
-            _DECODER, body, provider=PROVIDER, status=raw.status_code,
-            where=self._client.base_url, api="Messages",
-        )  # fmt: skip
+        message, latency_ms = await self._endpoint.post(
+            _ENCODER.encode(
+                _Request(
+                    model=self._model,
+                    max_tokens=self._max_tokens,
+                    system=[_text_block(request.system, cache=True)],
+                    messages=_messages(request),
+                )
+            ),
+            _DECODER,
+        )
         text = "\n".join(b.text for b in message.content if b.type == "text")
         u = message.usage
         cache_read = u.cache_read_input_tokens or 0
@@ -158,7 +140,7 @@ class AnthropicObserver:
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP client."""
-        await self._client.close()
+        await self._endpoint.aclose()
 
 
 def _messages(request: ObserverRequest) -> list[_Message]:

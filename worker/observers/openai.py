@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import msgspec
 import openai
 
 from worker.observers.errors import (
     body_text,
-    decode_reply,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
-from worker.observers.sdk_errors import map_sdk_error
+from worker.observers.sdk import SdkEndpoint
 
 PROVIDER = "openai"
 _KEY_VARIABLE = "OPENAI_API_KEY"
@@ -30,7 +27,7 @@ class _Request(msgspec.Struct):
     """The Chat Completions request body memq sends."""
 
     model: str
-    max_tokens: int
+    max_tokens: int  # not max_completion_tokens: every compatible server knows this one
     temperature: float
     messages: list[_ChatMessage]
 
@@ -80,7 +77,7 @@ class OpenAIObserver:
         temperature: float,
         timeout_s: float,
     ) -> None:
-        self._client = openai.AsyncOpenAI(
+        client = openai.AsyncOpenAI(
             api_key=api_key or _PLACEHOLDER_KEY,
             base_url=base_url,
             max_retries=0,
@@ -88,10 +85,13 @@ class OpenAIObserver:
             # The SDK's aiohttp transport: half the CPU per call of the default httpx one.
             http_client=openai.DefaultAioHttpClient(),
         )
+        self._endpoint = SdkEndpoint(
+            client, openai, path=_PATH, api="Chat Completions", provider=PROVIDER,
+            key_variable=_KEY_VARIABLE, timeout_s=timeout_s, status_detail=_status_detail,
+        )  # fmt: skip
         self._model = model
         self._max_tokens = max_tokens
         self._temperature = temperature
-        self._timeout_s = timeout_s
 
     @property
     def provider(self) -> str:
@@ -105,38 +105,17 @@ class OpenAIObserver:
 
     async def complete(self, request: ObserverRequest) -> ObserverReply:
         """Send the system message, the history and this turn; return the reply text."""
-        started = time.perf_counter()
-        try:
-            # max_tokens rather than max_completion_tokens: every compatible server knows it.
-            # The SDK's generic post with a body msgspec encoded, and the raw reply decoded by
-            # msgspec: `chat.completions.create` walks every message string through its type
-            # transforms (~3 ms of CPU per call here); the SDK still adds auth, base URL,
-            # timeout and its status errors. A 200 that is not a completion (a misrouted
-            # proxy) becomes a clear error.
-            raw = await self._client.post(
-                _PATH,
-                cast_to=openai.AsyncAPIResponse[bytes],
-                content=_ENCODER.encode(
-                    _Request(
-                        model=self._model,
-                        max_tokens=self._max_tokens,
-                        temperature=self._temperature,
-                        messages=_messages(request),
-                    )
-                ),
-            )
-            body = await raw.read()
-        except openai.APIError as e:
-            raise map_sdk_error(
-                e, openai, provider=PROVIDER, api="Chat Completions",
-                base_url=self._client.base_url, timeout_s=self._timeout_s,
-                key_variable=_KEY_VARIABLE, status_detail=_status_detail,
-            ) from e  # fmt: skip
-        latency_ms = (time.perf_counter() - started) * 1000
-        completion = decode_reply(
-            _DECODER, body, provider=PROVIDER, status=raw.status_code,
-            where=self._client.base_url, api="Chat Completions",
-        )  # fmt: skip
+        completion, latency_ms = await self._endpoint.post(
+            _ENCODER.encode(
+                _Request(
+                    model=self._model,
+                    max_tokens=self._max_tokens,
+                    temperature=self._temperature,
+                    messages=_messages(request),
+                )
+            ),
+            _DECODER,
+        )
         text = ""
         if completion.choices:
             text = completion.choices[0].message.content or ""
@@ -158,7 +137,7 @@ class OpenAIObserver:
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP client."""
-        await self._client.close()
+        await self._endpoint.aclose()
 
 
 def _messages(request: ObserverRequest) -> list[_ChatMessage]:
