@@ -70,7 +70,8 @@ _AUTH_PHRASES = tuple(
         r"|credentials|provider|claude)\b",
         r"\binvalid (?:x-)?api[ _-]key\b",
         r"\bincorrect api key provided\b",
-        r"\bplease run /login\b",
+        # Not "please run /login" alone: prose about a project can say that; a CLI whose
+        # credentials failed says why (expired, invalid key, 401) beside it.
     )
 )
 _RESET_EPOCH = re.compile(r"limit reached\s*\|\s*(\d{9,12})\b", re.IGNORECASE | re.ASCII)

@@ -38,6 +38,7 @@ PROVIDERS = ["anthropic", "openai"]
 QUOTA_PROSE = (REPLIES / "quota_prose.txt").read_text()
 LOGIN_PROSE = (REPLIES / "login_prose.txt").read_text()
 PLAIN_PROSE = (REPLIES / "plain_prose.txt").read_text()
+LOGIN_MENTION = (REPLIES / "login_mention_prose.txt").read_text()
 
 
 def _settings(tmp_path: Path, redis_url: str, fake: FakeObserver, provider: str = "anthropic",
@@ -176,11 +177,17 @@ async def test_a_paused_provider_defers_every_session_until_the_pause_ends(
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("prose", [PLAIN_PROSE, LOGIN_MENTION], ids=["plain", "mentions-login"])
 async def test_prose_is_dropped_kept_and_acked_once_never_requeued(
-    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver, provider: str
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    provider: str,
+    prose: str,
 ) -> None:
     settings = _settings(tmp_path, redis_url, fake_observer, provider)
-    fake_observer.script(Reply(text=PLAIN_PROSE))
+    fake_observer.script(Reply(text=prose))
     calls = [tool_call("s1", 1), tool_call("s1", 2)]
     await publish(arq_redis, settings, *calls)
     await _run(settings, arq_redis)
@@ -189,12 +196,14 @@ async def test_prose_is_dropped_kept_and_acked_once_never_requeued(
     assert await stored_rows(settings) == []
     (dropped,) = await dropped_rows(settings)
     assert dropped.category == "prose"
-    assert dropped.raw == PLAIN_PROSE
+    assert dropped.raw == prose
     assert dropped.event_ids == [c.event_id for c in calls]
     assert dropped.memory_session_id == "s1"
     assert await unacked(arq_redis, settings, "s1") == (0, 0)
     counts = await outcomes(arq_redis, settings)
     assert (counts["dropped"], counts["dropped:prose"], counts["retry"]) == (1, 1, 0)
+    assert counts["paused"] == 0
+    assert await arq_redis.exists(Keys(settings.prefix).pause(provider)) == 0
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

@@ -64,6 +64,9 @@ PROSE = [
     "Approaching usage limit · resets at 9pm",  # a warning, not a refusal
     "Claude usage limit resets every five hours",
     "The agent read the login handler at /api/login",
+    # a mention of /login is not a credential failure (the original's own tests agree)
+    "Please run /login in the observed project instructions.",
+    "The README tells new developers to run /login before deploying.",
     "Status: 200 OK",
 ]
 
@@ -89,7 +92,7 @@ def test_other_prose_is_classified_prose(text: str) -> None:
 
 
 def test_quota_is_checked_before_auth() -> None:
-    text = "Claude usage limit reached. Please run /login to switch accounts"
+    text = "Claude usage limit reached. Auth expired, please run /login"
     assert is_auth_failure_observer_output(text)
     assert classify_observer_output(text) == "quota"
 
