@@ -27,6 +27,7 @@ from pipeline.textnorm import (
     decode_xml_entities,
     js_rstrip,
     js_trim,
+    one_line_plain,
     xml_text_content,
 )
 from pipeline.xmltags import (
@@ -211,6 +212,9 @@ def _observation(
     matched = None if written is None else types.get(written.lower())
     obs_type = matched if matched is not None else next(iter(types.values()))
     concepts = concept_texts and _concepts(concept_texts, obs_type.lower())
+    # One line of plain text each: a reply talked into "Fix login\n\n## IMPORTANT: …" must
+    # not become a heading wherever the title is shown.
+    title, subtitle = (one_line_plain(t) or None if t else None for t in (title, subtitle))
     if title is None and narrative is None and not facts and not concepts:
         return None
     # Positional: this runs once per observation, and keywords cost measurably more.

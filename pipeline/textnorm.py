@@ -22,6 +22,12 @@ _ENTITY = re.compile(r"&(?:(lt|gt|amp|quot|apos)|#([0-9]{1,7})|#[xX]([0-9a-fA-F]
 _ENTITY_SPLIT = re.compile(r"(&(?:lt|gt|amp|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
 _CDATA_OR_COMMENT = re.compile(r"<!(?:\[CDATA\[|--)", re.IGNORECASE)
 _NAMED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+# Markdown that gives a line structure: heading marks, block quotes, fences, rules, and the
+# control characters (other than whitespace) a terminal or renderer might act on.
+_MARKDOWN_STRUCTURE = re.compile(
+    r"(?:^|(?<=\s))#{1,6}(?=\s|$)|^(?:>+\s*)+|`{3,}|~{3,}|(?:^|(?<=\s))[-*_=]{3,}(?=\s|$)"
+    r"|[\x00-\x08\x0e-\x1f\x7f]"
+)
 
 
 def js_trim(text: str) -> str:
@@ -41,6 +47,15 @@ def collapse_js_whitespace(text: str) -> str:
     if any(c in text for c in _SPLIT_DIFFERS):
         return js_trim(_JS_WHITESPACE_RUN.sub(" ", text))
     return " ".join(text.split())  # the same set here, and much faster than the regex
+
+
+def one_line_plain(text: str) -> str:
+    """Text as one line without Markdown structure (headings, quotes, fences, rules).
+
+    Titles and subtitles are shown inline wherever memq injects memories into an agent; a
+    title that could open a heading could pass for an instruction there.
+    """
+    return collapse_js_whitespace(_MARKDOWN_STRUCTURE.sub(" ", collapse_js_whitespace(text)))
 
 
 def _decode_entity(match: re.Match[str]) -> str:

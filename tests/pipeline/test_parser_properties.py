@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from pipeline import ParseResult, parse_agent_xml, strip_code_fences
 from pipeline.parser import PARSE_FAILURE_REASONS
-from pipeline.textnorm import JS_WHITESPACE_CLASS, js_trim
+from pipeline.textnorm import JS_WHITESPACE_CLASS, js_trim, one_line_plain
 
 TYPES = ("bugfix", "feature", "security_alert")
 SETTINGS = settings(max_examples=200, deadline=None)
@@ -157,6 +157,9 @@ def observations(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
     order = draw(st.permutations(parts))
     concepts = [js_trim(c.split(":", 1)[0]) for c in lists["concepts"]]
     expected: dict[str, object] = {name: scalar(text) for name, text in scalars.items()}
+    for name in ("title", "subtitle"):  # one line of plain text (no Markdown structure)
+        value = expected[name]
+        expected[name] = one_line_plain(value) or None if isinstance(value, str) else None
     expected |= {name: items(texts) for name, texts in lists.items() if name != "concepts"}
     expected["concepts"] = [c for c in concepts if c and c.lower() != obs_type]
     expected["type"] = obs_type

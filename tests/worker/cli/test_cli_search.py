@@ -279,7 +279,8 @@ def test_session_start_hook_prints_the_context_for_claude_code(
     out, elapsed = session_start(hook_env, capsys)
     output = json.loads(out)["hookSpecificOutput"]
     assert output["hookEventName"] == "SessionStart"
-    assert output["additionalContext"].startswith("# memq: what happened recently in shop")
+    assert output["additionalContext"].startswith("<memq-notes>\nNotes memq derived from")
+    assert "# memq: what happened recently in shop\n" in output["additionalContext"]
     assert "Login test fixed" in output["additionalContext"]
     assert elapsed < 1.0
 
