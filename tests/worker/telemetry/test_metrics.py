@@ -8,7 +8,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +17,9 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from pipeline.events import encode_event
 from tests.support.fake_observer import FakeObserver
@@ -284,6 +286,24 @@ async def test_odd_requests_get_an_answer_and_the_server_keeps_serving(
         if body is not None:  # HEAD: headers only
             assert reply.endswith(b"\r\n\r\n" + body)
         assert await _get(f"{url}/healthz") == (200, "ok\n")
+
+
+class _Broken(Collector):
+    """A collector that fails as a bug in one would: the scrape fails, the probes stay up."""
+
+    def collect(self) -> Iterable[Metric]:
+        raise RuntimeError("collector bug")
+
+
+async def test_a_failing_scrape_is_a_500_line_and_the_probes_keep_answering(
+    tmp_path: Path, redis: aioredis.Redis, health: HealthFactory
+) -> None:
+    metrics = Metrics()
+    metrics.registry.register(_Broken())
+    async with health(redis, SqliteStore(tmp_path / "memq.db"), metrics) as url:
+        assert await _get(f"{url}/metrics") == (500, "internal error (see the worker log)\n")
+        assert await _get(f"{url}/healthz") == (200, "ok\n")
+        assert await _get(f"{url}/readyz") == (200, "ready\n")
 
 
 async def test_a_metrics_port_in_use_is_one_line_naming_it(
