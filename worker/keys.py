@@ -120,3 +120,10 @@ class Keys:
     def job_id(self, session: str, sequence: int) -> str:
         """arq job id of one scheduled run for a session."""
         return f"{self.job_id_prefix(session)}{sequence}"
+
+    def session_of_job(self, job_id: str) -> str | None:
+        """The session a job id of `job_id` names; None for any other job (the sweep's)."""
+        start = f"{self.prefix}:observe:"
+        # rpartition: a session id may itself hold colons.
+        session, _, sequence = job_id.removeprefix(start).rpartition(":")
+        return session if job_id.startswith(start) and session and sequence.isdigit() else None

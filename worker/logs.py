@@ -1,86 +1,120 @@
-"""Structured logs: one event per line, the session id on every line (JSON or console)."""
+"""Logs on structlog: one event per line, the session id on every line (JSON or console)."""
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
-import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
+from typing import TextIO
 
-_session: contextvars.ContextVar[str | None] = contextvars.ContextVar("memq_session", default=None)
-_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
-# arq logs each job's start and end outside the job's context; its job id names the session
-# (`<prefix>:observe:<session>:<n>`, then the function). Greedy: a session may hold colons.
-_ARQ_JOB_LINE = re.compile(r":observe:(?P<session>.+):\d+:observe_session\b")
+import structlog
+from structlog.contextvars import bind_contextvars, bound_contextvars, merge_contextvars
+from structlog.stdlib import ProcessorFormatter
+from structlog.typing import EventDict, Processor, WrappedLogger
 
-
-@contextmanager
-def session_context(session_id: str) -> Iterator[None]:
-    """Every log record emitted inside carries this session id."""
-    token = _session.set(session_id)
-    try:
-        yield
-    finally:
-        _session.reset(token)
+SESSION = "session_id"
+# Set by `logging.Formatter.format` (another handler may have run first) or by uvicorn
+# (an ANSI-coloured copy of the message): never fields of a line.
+_NOT_FIELDS = ("message", "asctime", "color_message")
 
 
-class SessionFilter(logging.Filter):
-    """Adds `session_id` from the context (or an arq job line's job id) unless one was passed."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        session = getattr(record, "session_id", None) or _session.get()
-        if session is None and record.name == "arq.worker":
-            found = _ARQ_JOB_LINE.search(record.getMessage())
-            session = found["session"] if found else None
-        record.session_id = session
-        return True
+def session_context(session_id: str) -> AbstractContextManager[None]:
+    """Every log line emitted inside (this task and the tasks it starts) carries the session id."""
+    return bound_contextvars(**{SESSION: session_id})
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, event, then every extra field."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        data: dict[str, object] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
-        data.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
-        if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, default=str, ensure_ascii=False)
+def bind_session(session_id: str) -> None:
+    """Tag the current context's lines with the session id (an arq job's own task, at its start)."""
+    bind_contextvars(**{SESSION: session_id})
 
 
-class ConsoleFormatter(logging.Formatter):
-    """Human-readable: time level event key=value… (session first)."""
+def _fields(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """Keep stdlib's formatting leftovers out; `session_id` on every line, null when none."""
+    for key in _NOT_FIELDS:
+        event.pop(key, None)
+    event.setdefault(SESSION, None)
+    return event
 
-    def format(self, record: logging.LogRecord) -> str:
-        extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
-        session = extras.pop("session_id", None)
-        parts = [f"{datetime.fromtimestamp(record.created):%H:%M:%S}", record.levelname.lower()]
-        if session:
-            parts.append(f"[{session}]")
-        parts.append(record.getMessage())
-        parts += [f"{k}={v}" for k, v in extras.items()]
-        line = " ".join(parts)
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+
+def _json_layout(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """ts, level, logger, event first, then the fields; a traceback goes under `exc`."""
+    record = event.pop("_record", None)
+    event.pop("_from_structlog", None)
+    created = record.created if isinstance(record, logging.LogRecord) else time.time()
+    head: EventDict = {
+        "ts": datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds"),
+        "level": event.pop("level", None),
+        "logger": event.pop("logger", None),
+        "event": event.pop("event", None),
+    }
+    if "exception" in event:
+        event["exc"] = event.pop("exception")
+    head.update(event)
+    return head
+
+
+def _console_layout(_: WrappedLogger, __: str, event: EventDict) -> EventDict:
+    """A line without a session leaves the field out rather than printing `session_id=None`."""
+    if event.get(SESSION) is None:
+        event.pop(SESSION, None)
+    return event
+
+
+def _pre_chain() -> list[Processor]:
+    """What every stdlib record (ours, arq's, uvicorn's) goes through before rendering."""
+    return [
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        merge_contextvars,
+        structlog.stdlib.ExtraAdder(),  # a call site's extra={...} fields
+        _fields,
+    ]
+
+
+def formatter(log_format: str, stream: TextIO | None = None) -> ProcessorFormatter:
+    """The `logging.Formatter` rendering records as JSON lines, or as console lines for people."""
+    if log_format == "json":
+        renderers: list[Processor] = [
+            structlog.processors.format_exc_info,
+            _json_layout,
+            structlog.processors.JSONRenderer(json.dumps, default=str, ensure_ascii=False),
+        ]
+    else:
+        renderers = [
+            ProcessorFormatter.remove_processors_meta,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False, key="timestamp"),
+            _console_layout,
+            structlog.dev.ConsoleRenderer(
+                colors=(stream or sys.stderr).isatty(),
+                # rich's pretty tracebacks show local variables: API keys among them
+                exception_formatter=structlog.dev.plain_traceback,
+            ),
+        ]
+    return ProcessorFormatter(processors=renderers, foreign_pre_chain=_pre_chain())
 
 
 def configure_logging(log_format: str, level: int = logging.INFO) -> None:
     """Send every log line to stderr in the chosen format; called only by CLI entry points."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if log_format == "json" else ConsoleFormatter())
-    handler.addFilter(SessionFilter())
+    handler.setFormatter(formatter(log_format, sys.stderr))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # structlog's own loggers (structlog.get_logger) end in the same handler and formatter.
+    structlog.configure(
+        processors=[
+            merge_contextvars,
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            _fields,
+            ProcessorFormatter.wrap_for_formatter,
+        ],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+    )
     # One INFO line per HTTP request is noise at thousands of events a second: memq logs
     # one line per turn with the outcome instead (arq's per-job lines stay, for operators).
     for chatty in ("httpx", "httpx2"):

@@ -95,12 +95,12 @@ class CallGate:
         """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
         if isinstance(error, BudgetExceededError):
             await self.counters.count(str(Outcome.PAUSED), 1, "budget")
-            logger.warning("%s", error, extra={"session_id": session})
+            logger.warning("%s", error)
             return TurnResult(
                 outcome=Outcome.PAUSED, category="budget", reason=str(error), defer_s=error.retry_s
             )
         await self.counters.count(str(Outcome.THROTTLED))
-        logger.info("%s", error, extra={"session_id": session, "wait_s": error.wait_s})
+        logger.info("%s", error, extra={"wait_s": error.wait_s})
         # Jitter: sessions throttled together should not all come back at the same instant.
         defer_s = error.wait_s * (1 + 0.25 * random.random())
         return TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)

@@ -17,7 +17,8 @@ from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
 from pipeline.mode_files import load_mode
-from worker.logs import session_context
+from worker.keys import Keys
+from worker.logs import bind_session, session_context
 from worker.observe.runtime import Runtime, runtime_from
 from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
@@ -55,7 +56,8 @@ async def sweep_sessions(ctx: dict[str, Any]) -> int:
         session = raw.decode() if isinstance(raw, bytes) else str(raw)
         if await rt.scheduler.sweep(session) is not None:
             scheduled += 1
-            logger.info("sweep scheduled a stranded session", extra={"session_id": session})
+            with session_context(session):
+                logger.info("sweep scheduled a stranded session")
     if prune_due(ctx, time.monotonic()):
         await prune_processed_events(rt)
     return scheduled
@@ -167,6 +169,15 @@ def build_worker(
         if isinstance(rt, Runtime):
             await close_runtime(rt)
 
+    keys = Keys(settings.prefix)
+
+    async def on_job_start(ctx: dict[str, Any]) -> None:
+        # arq runs this in the job's own task, before its "→ job started" line: that line,
+        # every line of the job and arq's "← job ended" line carry the session id.
+        session = keys.session_of_job(str(ctx["job_id"]))
+        if session is not None:
+            bind_session(session)
+
     sweep: WorkerCoroutine = sweep_sessions
     prefix = settings.prefix
     every = set(range(0, 60, SWEEP_EVERY_S))
@@ -197,6 +208,7 @@ def build_worker(
         ctx={"runtime": runtime} if runtime is not None else None,
         on_startup=None if runtime is not None else startup,
         on_shutdown=None if runtime is not None else shutdown,
+        on_job_start=on_job_start,
         handle_signals=runtime is None,
         # On SIGTERM let the current turn finish; a cancelled job is re-run (nothing half-written).
         job_completion_wait=int(min(settings.job_timeout_s, 30)),

@@ -43,16 +43,16 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     try:
         result, defer_s = await _drive(rt, session, lease, rt.states.decode(raw_state))
     except StaleFenceError as e:
-        logger.warning("stopped: %s", e, extra={"session_id": session})
+        logger.warning("stopped: %s", e)
         await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
         result = "fenced"
     except (FencedError, LeaseLostError) as e:
-        logger.warning("stopped: %s", e, extra={"session_id": session})
+        logger.warning("stopped: %s", e)
         result = "fenced"
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
-        logger.exception("session job failed: %s", e, extra={"session_id": session})
+        logger.exception("session job failed: %s", e)
         defer_s = await _error_backoff_s(rt, session)
         result = "error"
     finally:
@@ -133,7 +133,6 @@ async def _drive(
                 "turn %s",
                 result.label,
                 extra={
-                    "session_id": session,
                     "outcome": result.label,
                     "stored": result.stored,
                     "dedup": result.deduplicated,
@@ -152,7 +151,7 @@ async def _drive(
         else:
             claim = False
     if ended and await stream.delete_if_drained(lease.token):
-        logger.info("session ended and drained", extra={"session_id": session})
+        logger.info("session ended and drained")
         return "ended", 0.0
     return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
 
@@ -203,7 +202,7 @@ async def _decode(
         await stream.dead_letter(lease.token, bad)
         await rt.counters.count("dead", len(bad))
         for entry, reason in bad:
-            logger.warning("dead-lettered %s: %s", entry.id, reason, extra={"session_id": session})
+            logger.warning("dead-lettered %s: %s", entry.id, reason)
     # Only entries delivered before can have been stored: a crash between commit and ack.
     # New ones skip the storage round trip (publish already refused a repeated event id).
     claimed = [ev.event_id for e, ev in good if e.claimed]
@@ -219,7 +218,6 @@ async def _decode(
             logger.info(
                 "announced %d rows stored before a failure",
                 announced,
-                extra={"session_id": session},
             )
         await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
         good = [(e, ev) for e, ev in good if ev.event_id not in done]

@@ -296,7 +296,7 @@ class TurnRunner:
         logger.warning(
             "observer paused: %s",
             reason,
-            extra={"session_id": self.session, "provider": provider, "pause_s": seconds},
+            extra={"provider": provider, "pause_s": seconds},
         )
         return TurnResult(outcome=Outcome.PAUSED, reason=reason, defer_s=seconds)
 

@@ -1,20 +1,26 @@
-"""The worker's small HTTP server: /metrics (Prometheus text), /healthz and /readyz."""
+"""The worker's probes: /metrics (prometheus-client's ASGI app), /healthz, /readyz (Starlette)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from prometheus_client import make_asgi_app
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
+from worker.ops.embedded_http import EmbeddedHttp
 from worker.ops.silence import silent_sessions
 from worker.ops.stats import stream_stats
 from worker.settings import Settings
@@ -24,17 +30,9 @@ from worker.telemetry.metrics import FleetFigures, Metrics
 
 logger = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT_S = 5.0
 PING_TIMEOUT_S = 2.0
 SCRAPE_TIMEOUT_S = 10.0
-_MAX_HEADER_LINES = 100
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error", 503: "Service Unavailable"}  # fmt: skip
-_TEXT = "text/plain; charset=utf-8"
-
-
-class HealthListenError(WorkerError):
-    """The metrics port could not be bound."""
+_PROBES = ["GET", "HEAD"]
 
 
 class HealthServer:
@@ -46,24 +44,33 @@ class HealthServer:
         self.store = store
         self.metrics = metrics
         self.keys = Keys(settings.prefix)
-        self._server: asyncio.Server | None = None
+        self._http: EmbeddedHttp | None = None
 
     async def start(self, host: str, port: int) -> str:
         """Listen on host:port (0: any free port); returns the base URL."""
-        try:
-            self._server = await asyncio.start_server(self._serve, host, port)
-        except OSError as e:
-            raise HealthListenError(f"cannot serve metrics on {host}:{port}: {e.strerror}") from e
-        bound_host, bound_port = self._server.sockets[0].getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        return f"http://{shown}:{bound_port}"
+        self._http = EmbeddedHttp(self.app(), what="metrics")
+        return await self._http.start(host, port)
 
     async def aclose(self) -> None:
         """Stop listening."""
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    def app(self) -> Starlette:
+        """The three routes; any other path or method gets a one-line hint."""
+        return Starlette(
+            routes=[
+                Route("/healthz", self._healthz, methods=_PROBES),
+                Route("/readyz", self._readyz, methods=_PROBES),
+                Route(
+                    "/metrics",
+                    _RefreshFirst(self, make_asgi_app(self.metrics.registry)),
+                    methods=_PROBES,
+                ),
+            ],
+            exception_handlers={404: _not_found, 405: _not_allowed, Exception: _failed},
+        )
 
     async def unready_reason(self) -> str | None:
         """None when Redis and the store answer, else one line saying which does not."""
@@ -99,78 +106,48 @@ class HealthServer:
             ),
         )
 
-    async def scrape(self) -> bytes:
-        """Refresh the gauges (kept as they were when that fails), then render every metric."""
+    async def refresh(self) -> None:
+        """Refresh the fleet gauges before a scrape; when that fails they stay as they were."""
         try:
             async with asyncio.timeout(SCRAPE_TIMEOUT_S):
                 self.metrics.set_fleet(await self.fleet_figures())
         except (RedisError, OSError, StoreError, TimeoutError) as e:
             logger.warning("metrics: fleet gauges not refreshed: %s", _one_line(e))
-        return self.metrics.render()
 
-    async def _route(self, method: str, path: str) -> tuple[int, str, bytes]:
-        if method not in ("GET", "HEAD"):
-            return 405, _TEXT, b"only GET and HEAD\n"
-        if path == "/healthz":
-            return 200, _TEXT, b"ok\n"
-        if path == "/readyz":
-            reason = await self.unready_reason()
-            return (
-                (200, _TEXT, b"ready\n") if reason is None else (503, _TEXT, f"{reason}\n".encode())
-            )
-        if path == "/metrics":
-            return 200, self.metrics.content_type, await self.scrape()
-        return 404, _TEXT, b"not found: try /metrics, /healthz or /readyz\n"
+    async def _healthz(self, _: Request) -> Response:
+        return PlainTextResponse("ok\n")
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                method, path = await _read_request(reader)
-            try:
-                status, content_type, body = await self._route(method, path)
-            except Exception:
-                logger.exception("metrics: %s %s failed", method, path)
-                status, content_type, body = 500, _TEXT, b"internal error (see the worker log)\n"
-            head = (
-                f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(head.encode() + (b"" if method == "HEAD" else body))
-            await writer.drain()
-        except _BadRequest:
-            writer.write(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-        except (TimeoutError, ConnectionError):
-            pass  # a client that went away or never finished its request
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def _readyz(self, _: Request) -> Response:
+        reason = await self.unready_reason()
+        if reason is None:
+            return PlainTextResponse("ready\n")
+        return PlainTextResponse(f"{reason}\n", status_code=503)
 
 
-class _BadRequest(Exception):
-    pass
+class _RefreshFirst:
+    """prometheus-client's ASGI app, after refreshing the gauges read from Redis and the store."""
+
+    def __init__(self, health: HealthServer, render: ASGIApp) -> None:
+        self.health = health
+        self.render = render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.health.refresh()
+        await self.render(scope, receive, send)
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str]:
-    """The method and path of one request; its headers are read and ignored."""
-    try:
-        request_line = (await reader.readline()).decode("latin-1")
-        for _ in range(_MAX_HEADER_LINES):
-            line = await reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-        else:
-            raise _BadRequest
-    except ValueError as e:  # a line over the reader's limit
-        raise _BadRequest from e
-    parts = request_line.split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        raise _BadRequest
-    return parts[0].upper(), parts[1].split("?", 1)[0]
+async def _not_found(_: Request, __: Exception) -> Response:
+    return PlainTextResponse("not found: try /metrics, /healthz or /readyz\n", status_code=404)
+
+
+async def _not_allowed(_: Request, e: Exception) -> Response:
+    headers = e.headers if isinstance(e, HTTPException) else None
+    return PlainTextResponse("only GET and HEAD\n", status_code=405, headers=headers)
+
+
+async def _failed(_: Request, __: Exception) -> Response:
+    # Starlette re-raises after this answer: uvicorn logs the traceback.
+    return PlainTextResponse("internal error (see the worker log)\n", status_code=500)
 
 
 def _one_line(error: BaseException) -> str:

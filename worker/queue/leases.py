@@ -12,6 +12,7 @@ from redis.asyncio.client import Pipeline
 
 from worker.connect.lua import LuaScript
 from worker.keys import Keys
+from worker.logs import bind_session
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +91,17 @@ class Lease:
 
     async def _renew_forever(self) -> None:
         # Renew at a third of the TTL so one missed renewal does not lose the lease.
+        bind_session(self.session)  # this task's own context: a re-drive holds leases too
         while not self.lost:
             await asyncio.sleep(self.ttl_ms / 3000)
             try:
                 ok = await _RENEW(self.redis, [self.key], [self.token, self.ttl_ms])
             except Exception as e:  # Redis blip: the next round retries; expiry fences us.
-                logger.warning("lease renewal failed: %s", e, extra={"session_id": self.session})
+                logger.warning("lease renewal failed: %s", e)
                 continue
             if not ok:
                 self.lost = True
-                logger.warning("lease lost to another holder", extra={"session_id": self.session})
+                logger.warning("lease lost to another holder")
 
     def check(self) -> None:
         """Raise LeaseLostError when the lease is known to be lost."""

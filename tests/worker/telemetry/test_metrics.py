@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,9 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
 from pipeline.events import encode_event
 from tests.support.fake_observer import FakeObserver
@@ -30,6 +33,7 @@ from worker.limits.pauses import Pauses
 from worker.observe.jobs import build_runtime, close_runtime
 from worker.observe.observer_state import ObserverState
 from worker.observers.protocol import Turn as Exchange
+from worker.ops.embedded_http import HealthListenError
 from worker.ops.health import HealthServer
 from worker.ops.silence import silent_sessions
 from worker.settings import Settings, load_settings
@@ -250,29 +254,74 @@ async def test_readyz_turns_503_while_redis_is_stopped_and_the_server_keeps_answ
         server.stop()
 
 
+# HTTP/1.1 keeps a connection open unless the client asks otherwise: these ask, to read to EOF.
 HTTP = [
-    pytest.param(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 404 ", id="unknown-path"),
-    pytest.param(b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 405 ", id="post"),
-    pytest.param(b"\x16\x03\x01 not http\r\n\r\n", b"HTTP/1.1 400 ", id="garbage"),
-    pytest.param(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 ", id="head"),
-    pytest.param(b"GET /healthz?probe=1 HTTP/1.0\r\n\r\n", b"HTTP/1.1 200 ", id="query-string"),
-]
+    pytest.param(b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 b"HTTP/1.1 404 ", b"not found: try /metrics, /healthz or /readyz\n",
+                 id="unknown-path"),
+    pytest.param(b"POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 b"HTTP/1.1 405 ", b"only GET and HEAD\n", id="post"),
+    pytest.param(b"\x16\x03\x01 not http\r\n\r\n", b"HTTP/1.1 400 ", None, id="garbage"),
+    pytest.param(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 b"HTTP/1.1 200 ", b"", id="head"),
+    pytest.param(b"HEAD /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                 b"HTTP/1.1 200 ", b"", id="head-metrics"),
+    pytest.param(b"GET /healthz?probe=1 HTTP/1.0\r\n\r\n", b"HTTP/1.1 200 ", b"ok\n",
+                 id="query-string"),
+]  # fmt: skip
 
 
-@pytest.mark.parametrize(("request_bytes", "status_line"), HTTP)
+@pytest.mark.parametrize(("request_bytes", "status_line", "body"), HTTP)
 async def test_odd_requests_get_an_answer_and_the_server_keeps_serving(
     tmp_path: Path,
     redis: aioredis.Redis,
     health: HealthFactory,
     request_bytes: bytes,
     status_line: bytes,
+    body: bytes | None,
 ) -> None:
     async with health(redis, SqliteStore(tmp_path / "memq.db"), Metrics()) as url:
-        reply = await _raw(url, request_bytes)
+        reply = await asyncio.wait_for(_raw(url, request_bytes), 3)
         assert reply.startswith(status_line)
-        if request_bytes.startswith(b"HEAD"):
-            assert reply.endswith(b"\r\n\r\n")  # headers only
+        if body is not None:  # HEAD: headers only
+            assert reply.endswith(b"\r\n\r\n" + body)
         assert await _get(f"{url}/healthz") == (200, "ok\n")
+
+
+class _Broken(Collector):
+    """A collector that fails as a bug in one would: the scrape fails, the probes stay up."""
+
+    def collect(self) -> Iterable[Metric]:
+        raise RuntimeError("collector bug")
+
+
+async def test_a_failing_scrape_is_a_500_line_and_the_probes_keep_answering(
+    tmp_path: Path, redis: aioredis.Redis, health: HealthFactory
+) -> None:
+    metrics = Metrics()
+    metrics.registry.register(_Broken())
+    async with health(redis, SqliteStore(tmp_path / "memq.db"), metrics) as url:
+        assert await _get(f"{url}/metrics") == (500, "internal error (see the worker log)\n")
+        assert await _get(f"{url}/healthz") == (200, "ok\n")
+        assert await _get(f"{url}/readyz") == (200, "ready\n")
+
+
+async def test_a_metrics_port_in_use_is_one_line_naming_it(
+    tmp_path: Path, redis: aioredis.Redis
+) -> None:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    store = SqliteStore(tmp_path / "memq.db")
+    server = HealthServer(_settings(tmp_path, "redis://127.0.0.1:9"), redis, store, Metrics())
+    try:
+        with pytest.raises(HealthListenError, match=f"^cannot serve metrics on 127.0.0.1:{port}: "):
+            await server.start("127.0.0.1", port)
+    finally:
+        taken.close()
+        await server.aclose()
+        await store.aclose()
 
 
 async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
