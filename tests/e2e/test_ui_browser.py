@@ -175,6 +175,38 @@ async def test_a_session_page_shows_its_own_new_rows_live_and_resumes_after_a_dr
         await store.aclose()
 
 
+async def test_a_filtered_list_gets_only_its_rows_live_and_the_panel_refreshes(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, browser: Browser
+) -> None:
+    settings = ui_settings(tmp_path, redis_url)
+    keys = Keys(settings.prefix)
+    store = SqliteStore(settings.data_path / "memq.db")
+    page = await browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        async with running_ui(settings) as url:
+            await page.goto(f"{url}?project=shop")
+            await expect(page.locator("body")).to_have_attribute("data-live", "on", timeout=5000)
+            await expect(page.locator('dd[data-stat="dead"]')).to_have_text("0")
+            for n, project in enumerate(["blog", "shop"], 1):
+                rows = await store_rows(store, project=project, observations=[
+                    observation(n, project=project, title=f"{project} row")])  # fmt: skip
+                await announce(arq_redis, keys, store, rows)
+            cards = page.locator("#feed article.card")
+            await expect(cards).to_have_count(1, timeout=2000)  # the server sent only shop's
+            await expect(cards.locator(".title")).to_have_text("shop row")
+            await expect(page.locator("#live-status")).to_contain_text("1 new item")
+
+            # The operator panel refreshes itself (every 5 s) from the server's fragment.
+            await arq_redis.xadd(keys.dead, {"reason": "poison"})
+            await expect(page.locator('dd[data-stat="dead"]')).to_have_text("1", timeout=8000)
+        assert errors == []
+    finally:
+        await page.close()
+        await store.aclose()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -54,6 +54,19 @@ def test_the_wheel_holds_every_bundled_mode_file(wheel: Path) -> None:
     assert {"pipeline/mode_files.py", "pipeline/modes.py"} <= names
 
 
+def test_the_wheel_holds_the_web_uis_templates_and_static_files(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    ui = REPO / "worker" / "fanout" / "ui"
+    files = {
+        path.relative_to(REPO).as_posix()
+        for folder in ("templates", "static")
+        for path in (ui / folder).iterdir()
+    }
+    assert {"worker/fanout/ui/templates/card.html", "worker/fanout/ui/static/app.js"} <= files
+    assert files <= names
+
+
 def test_the_installed_loader_finds_its_bundled_modes(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:

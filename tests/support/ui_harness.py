@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
+
 from worker.fanout.ui.server import run_ui
 from worker.settings import Settings, load_settings
 
@@ -37,3 +39,23 @@ async def running_ui(
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+async def read_events(response: httpx.Response, count: int) -> list[dict[str, str]]:
+    """The next `count` Server-Sent Events of a stream as field dicts (`id`, `event`, `data`)."""
+    events: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    async with asyncio.timeout(5):
+        async for line in response.aiter_lines():
+            if line.startswith(":"):
+                continue
+            if line:
+                name, _, value = line.partition(": ")
+                current[name] = value
+                continue
+            if "data" in current:
+                events.append(current)
+                if len(events) == count:
+                    return events
+            current = {}
+    raise AssertionError(f"stream ended after {len(events)} of {count} events")

@@ -13,8 +13,9 @@ import uvicorn
 from pipeline.mode_files import load_mode
 from worker.connect.redis_client import connect_redis
 from worker.errors import WorkerError
-from worker.fanout.ui.app import FeedHub, UiDeps, build_app, check_bind
-from worker.fanout.ui.page import TypeLabel
+from worker.fanout.ui.app import UiDeps, build_app, check_bind
+from worker.fanout.ui.live import FeedHub
+from worker.fanout.ui.pages import TypeLabel
 from worker.keys import Keys
 from worker.settings import Settings
 from worker.storage.factory import open_store
