@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
+from worker.private_files import restrict_new_files
+
 
 def main() -> None:
     """Dispatch before importing typer: the hook runs on every tool call of the agent."""
+    restrict_new_files()
     if sys.argv[1:] == ["hook", "claude-code"]:
         # Skips typer and every command module (~0.1 s of imports per tool call).
         _import_msgspec_without_typing_extensions()

@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 from pipeline.errors import PipelineError
 from worker import settings
 from worker.errors import ConfigError, WorkerError
+from worker.private_files import tighten_data_dir
 from worker.settings import Settings
 
 EXIT_OK = 0
@@ -27,7 +28,9 @@ class BadInputError(WorkerError):
 
 def settings_from_environment() -> Settings:
     """Load settings from MEMQ_CONFIG (a TOML file, optional) and the environment."""
-    return settings.settings_from_environment(os.environ)
+    loaded = settings.settings_from_environment(os.environ)
+    tighten_data_dir(loaded.data_path)
+    return loaded
 
 
 def fail(message: str, code: int) -> typer.Exit:

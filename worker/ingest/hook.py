@@ -25,6 +25,7 @@ from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.claude_code import HookPayloadError, decode_payload, events_from_payload
 from worker.ingest.producer import PublishRefusedError, SyncProducer, prepare_event
 from worker.ingest.spool import Spool
+from worker.private_files import tighten_data_dir
 from worker.project import resolve_project
 from worker.settings import Settings, settings_from_environment
 
@@ -96,6 +97,7 @@ def run_claude_code_hook(
 
 def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
     settings = settings_from_environment(environ)
+    tighten_data_dir(settings.data_path)
     payload = decode_payload(raw)
     project = resolve_project(payload.cwd or os.getcwd(), settings.project)
     events = events_from_payload(
