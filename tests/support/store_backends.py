@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from tests.support.postgres_server import PostgresServer
-from worker.storage import postgres_schema, sqlite_schema
+from worker.storage.postgres import schema as postgres_schema
+from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.protocol import Store
 from worker.storage.sqlite.store import SqliteStore

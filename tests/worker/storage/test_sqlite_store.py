@@ -20,7 +20,8 @@ from tests.support.postgres_server import PostgresServer, postgres_server_fixtur
 from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
 from worker.errors import ConfigError
 from worker.settings import Settings
-from worker.storage import postgres_schema, sqlite_schema
+from worker.storage.postgres import schema as postgres_schema
+from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.factory import open_store
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.protocol import StaleFenceError, Store, StoreError
