@@ -13,9 +13,9 @@ import pytest
 
 from tests.support.postgres_server import PostgresServer
 from worker.storage.postgres import schema as postgres_schema
-from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.protocol import Store
+from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.sqlite.store import SqliteStore
 
 BACKENDS = ["sqlite", "postgres"]

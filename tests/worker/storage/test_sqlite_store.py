@@ -20,9 +20,8 @@ from tests.support.postgres_server import PostgresServer, postgres_server_fixtur
 from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
 from worker.errors import ConfigError
 from worker.settings import Settings
-from worker.storage.postgres import schema as postgres_schema
-from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.factory import open_store
+from worker.storage.postgres import schema as postgres_schema
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.protocol import StaleFenceError, Store, StoreError
 from worker.storage.records import (
@@ -36,6 +35,7 @@ from worker.storage.records import (
     SummaryRecord,
     TokenUsage,
 )
+from worker.storage.sqlite import schema as sqlite_schema
 from worker.storage.sqlite.store import SqliteStore
 
 REPO = Path(__file__).resolve().parents[3]
@@ -851,8 +851,7 @@ async def test_prune_processed_forgets_only_old_event_ids(
 async def test_prune_processed_deletes_a_backlog_in_chunks(
     store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("worker.storage.sqlite.store.PRUNE_CHUNK_ROWS", 2)
-    monkeypatch.setattr("worker.storage.postgres.store.PRUNE_CHUNK_ROWS", 2)
+    monkeypatch.setattr("worker.storage.sql_maintenance.PRUNE_CHUNK_ROWS", 2)
     old = [f"old{i}" for i in range(5)]
     await store.write_batch(batch(event_ids=old))
     clock.advance(86_400)
