@@ -30,12 +30,12 @@ _JSON_COLUMNS = frozenset({"facts", "concepts", "files_read", "files_modified"})
 class RowSelects:
     """SELECTs of the columns stored_row reads, in one backend's spelling.
 
-    `text_cast` (PostgreSQL's `::text`) types the kind literal, the NULL columns of the other
-    kind and the JSON lists. Every `conditions`, `where` and `order` is a fixed SQL fragment
-    (never user text).
+    Every `conditions`, `where` and `order` is a fixed SQL fragment (never user text).
     """
 
     def __init__(self, text_cast: str = "") -> None:
+        # `text_cast` (PostgreSQL's ::text) types the kind literal, the other kind's NULL
+        # columns and the JSON lists, which UNION ALL and the decoder need as text.
         def columns(kind: str, other: tuple[str, ...]) -> str:
             spelled = [f"'{kind}'{text_cast} AS kind", *_SHARED_COLUMNS, "prompt_number"]
             for column in _OBSERVATION_COLUMNS + _SUMMARY_COLUMNS:

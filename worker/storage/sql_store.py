@@ -42,11 +42,8 @@ def one_line(e: BaseException) -> str:
 
 
 class SqlStore:
-    """Every Store role on one SQL database.
-
-    `vector_outbox` False (MEMQ_CHROMA=off) stores rows without queueing them for the
-    vector index; `memq reindex` queues them all once it is on.
-    """
+    """Every Store role on one SQL database; `vector_outbox` False (MEMQ_CHROMA=off) queues
+    no stored row for the vector index (`memq reindex` queues them all once it is on)."""
 
     def __init__(
         self,

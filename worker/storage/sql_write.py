@@ -16,11 +16,8 @@ _KINDS = (("observation", "observations"), ("summary", "summaries"))
 async def write_batch(
     db: SqlDatabase, dialect: Dialect, batch: BatchWrite, now: str, *, vector_outbox: bool
 ) -> BatchResult:
-    """Write a checked batch in one transaction, `now` its session's activity time.
-
-    `vector_outbox` False (the vector index is off) writes no outbox rows: nothing would
-    drain them, and `memq reindex` queues every row once the index is on again.
-    """
+    """Write a checked batch in one transaction, `now` its session's activity time; no
+    outbox rows unless `vector_outbox` (with the index off nothing would drain them)."""
     stored: list[StoredRow] = []
     duplicates = 0
     async with db.transaction() as conn:

@@ -90,9 +90,8 @@ LIMIT $1
 """
 
 _SELECT_DROPPED = """
-SELECT id, memory_session_id, project, category, raw, event_ids::text AS event_ids, created_at,
-    reason,
-    turn_kind, replayed_at
+SELECT id, memory_session_id, project, category, raw, event_ids::text AS event_ids,
+    created_at, reason, turn_kind, replayed_at
 FROM dropped_outputs WHERE ($2 OR replayed_at IS NULL)
 ORDER BY created_at DESC, id DESC
 LIMIT $1

@@ -99,11 +99,8 @@ class SqliteDatabase:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteConn]:
-        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE).
-
-        A caller cancelled before COMMIT rolls back: every statement is awaited in turn, so
-        nothing commits behind its back.
-        """
+        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE);
+        a caller cancelled before COMMIT rolls it back."""
         async with self._connection() as raw:
             try:
                 # Inside the try: a cancelled BEGIN may still succeed in aiosqlite's thread,
