@@ -195,7 +195,10 @@ def worker_env(redis_url: str, observer_url: str, data_dir: Path, **memq: object
 
     `memq` adds MEMQ_* settings by field name (`batch_max_events=8` → MEMQ_BATCH_MAX_EVENTS).
     """
+    # A worktree run (PYTHONPATH=$PWD) benches that tree's workers, not the install's.
+    tree = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
     return {
+        **tree,
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": str(data_dir),
         # Never write bytecode into the checkout; read what the install already compiled.

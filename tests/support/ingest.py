@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -41,6 +42,9 @@ def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -
     }
     if redis_url is not None:
         env["MEMQ_REDIS_URL"] = redis_url
+    # A worktree run (PYTHONPATH=$PWD) has its subprocesses import that tree, not the install.
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
 

@@ -46,9 +46,13 @@ class Backend:
             else postgres_schema.SCHEMA_VERSION
         )
 
-    def open(self, clock: Callable[[], datetime] | None = None) -> Store:
+    def open(
+        self, clock: Callable[[], datetime] | None = None, *, vector_outbox: bool = True
+    ) -> Store:
         """A new Store handle on this database, closed at teardown."""
-        kw: dict[str, Any] = {} if clock is None else {"clock": clock}
+        kw: dict[str, Any] = {"vector_outbox": vector_outbox}
+        if clock is not None:
+            kw["clock"] = clock
         store: Store
         if self.path is not None:
             store = SqliteStore(self.path, **kw)

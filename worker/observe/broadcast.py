@@ -10,7 +10,7 @@ from redis.asyncio.client import Pipeline
 
 from worker.connect.lua import LuaScript
 from worker.keys import Keys
-from worker.storage.protocol import Store
+from worker.storage.protocol import WriteStore
 from worker.storage.records import StoredRow
 
 _ENCODER = msgspec.json.Encoder()
@@ -35,7 +35,7 @@ def payload(row: StoredRow) -> bytes:
 class Broadcaster:
     """Announces each stored row exactly once per success, then marks it announced."""
 
-    def __init__(self, redis: Redis, keys: Keys, store: Store, feed_maxlen: int) -> None:
+    def __init__(self, redis: Redis, keys: Keys, store: WriteStore, feed_maxlen: int) -> None:
         self.redis = redis
         self.keys = keys
         self.store = store

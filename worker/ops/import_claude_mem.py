@@ -14,7 +14,7 @@ import msgspec
 
 from pipeline.content_hash import compute_observation_content_hash
 from worker.errors import WorkerError
-from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, Store
+from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, WriteStore
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
 
 
@@ -128,7 +128,7 @@ class ClaudeMemReader:
 
 
 async def import_claude_mem(
-    store: Store, path: Path, *, progress: Callable[[int, int], None] | None = None
+    store: WriteStore, path: Path, *, progress: Callable[[int, int], None] | None = None
 ) -> ImportCounts:
     """Import every session of a claude-mem database; what is already imported is skipped."""
     reader = await asyncio.to_thread(ClaudeMemReader, path)
@@ -145,7 +145,7 @@ async def import_claude_mem(
 
 
 async def _import_session(
-    store: Store, reader: ClaudeMemReader, s: _Session, counts: ImportCounts
+    store: WriteStore, reader: ClaudeMemReader, s: _Session, counts: ImportCounts
 ) -> None:
     observations = await asyncio.to_thread(
         reader.rows, "observations", "memory_session_id", s.original_id
@@ -181,7 +181,7 @@ async def _import_session(
 
 
 async def _write(
-    store: Store, s: _Session, chunk: Sequence[tuple[str, datetime, Any]]
+    store: WriteStore, s: _Session, chunk: Sequence[tuple[str, datetime, Any]]
 ) -> tuple[int, int]:
     """Write one chunk; returns (new observations, deduplicated observations)."""
     try:

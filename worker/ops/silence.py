@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from worker.keys import Keys
 from worker.observe.observer_state import StateStore
-from worker.storage.protocol import Store
+from worker.storage.protocol import ReadStore
 
 SESSIONS_SCANNED = 1000
 """Store sessions read per scrape, newest activity first (older ones cannot be silent now)."""
@@ -35,7 +35,7 @@ _decode_kind = msgspec.json.Decoder(_Kind)
 
 
 async def silent_sessions(
-    redis: Redis, keys: Keys, store: Store, *, threshold_s: float, now_s: float
+    redis: Redis, keys: Keys, store: ReadStore, *, threshold_s: float, now_s: float
 ) -> int:
     """How many sessions are silent right now (the module docstring says when)."""
     silent: set[str] = set()
@@ -70,7 +70,7 @@ async def silent_sessions(
     return len(silent)
 
 
-async def _newest_observation_s(store: Store, session: str) -> float | None:
+async def _newest_observation_s(store: ReadStore, session: str) -> float | None:
     rows = await store.observations(memory_session_id=session, limit=NEWEST_ROWS_SCANNED)
     for row in rows:
         if row.kind == "observation":

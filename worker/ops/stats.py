@@ -34,10 +34,12 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     tokens: dict[str, int]
     vector_lag: int | None
     """Stored rows not yet in the vector index (pending outbox rows): grows while Chroma is
-    down or MEMQ_CHROMA=off, drains to 0 once a worker reaches it."""
+    down, drains to 0 once a worker reaches it (none are queued while MEMQ_CHROMA=off)."""
     store: StoreCounts
     budget: BudgetState | None = None
     """Today's tokens against MEMQ_BUDGET_TOKENS_PER_DAY(_PER_PROJECT); None without settings."""
+    vector_index: str | None = None
+    """MEMQ_CHROMA: `on`, `off` or the Chroma server's URL; None without settings."""
 
 
 async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
@@ -84,4 +86,5 @@ async def collect_stats(
         vector_lag=await store.vector_lag(),
         store=await store.counts(),
         budget=budget,
+        vector_index=None if settings is None else settings.chroma,
     )

@@ -10,7 +10,7 @@ from datetime import datetime
 import msgspec
 
 from worker.settings import Settings
-from worker.storage.protocol import Store
+from worker.storage.protocol import ReadStore
 from worker.storage.records import StoredRow
 
 DEFAULT_LIMIT = 20
@@ -59,7 +59,7 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def build_context(
-    store: Store, project: str, *, limit: int = DEFAULT_LIMIT, budget_chars: int = 8000
+    store: ReadStore, project: str, *, limit: int = DEFAULT_LIMIT, budget_chars: int = 8000
 ) -> Context:
     """The project's latest summary and its most relevant recent observations, within budget."""
     summary = await store.latest_summary(project)

@@ -25,7 +25,7 @@ from worker.search.vector_index import (
 )
 from worker.settings import Settings
 from worker.storage.index_records import VectorRetry
-from worker.storage.protocol import Store
+from worker.storage.protocol import IndexStore
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class VectorSync:
 
     def __init__(
         self,
-        store: Store,
+        store: IndexStore,
         open_index: IndexOpener,
         *,
         policy: SyncPolicy | None = None,
@@ -234,7 +234,7 @@ class BackgroundSync:
             self.lock.release()
 
 
-def start_vector_sync(settings: Settings, store: Store) -> BackgroundSync | None:
+def start_vector_sync(settings: Settings, store: IndexStore) -> BackgroundSync | None:
     """Start draining the outbox in the background (call from a running event loop).
 
     None when MEMQ_CHROMA=off, or when another process here drains into the embedded index.

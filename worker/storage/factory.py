@@ -15,16 +15,20 @@ _POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
 
 
 def open_store(settings: Settings) -> Store:
-    """The Store the settings name; nothing is opened until its first call."""
+    """The Store the settings name; nothing is opened until its first call.
+
+    With MEMQ_CHROMA=off it queues no rows for the vector index: nothing would index them.
+    """
     url = settings.database_url
+    vector_outbox = settings.chroma != "off"
     if not url:
-        return SqliteStore(settings.data_path / DEFAULT_DATABASE_FILE)
+        return SqliteStore(settings.data_path / DEFAULT_DATABASE_FILE, vector_outbox=vector_outbox)
     if urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES:
         # Imported here: asyncpg costs a CLI hook on SQLite ~0.1 s it never needs.
         from worker.storage.postgres.store import PostgresStore
 
-        return PostgresStore(url)
-    return SqliteStore(sqlite_path(url))
+        return PostgresStore(url, vector_outbox=vector_outbox)
+    return SqliteStore(sqlite_path(url), vector_outbox=vector_outbox)
 
 
 def sqlite_path(url: str) -> Path:

@@ -28,16 +28,6 @@ class VectorRetry(msgspec.Struct, frozen=True, kw_only=True):
     next_attempt_at_ms: int
 
 
-class OutboxState(msgspec.Struct, frozen=True, kw_only=True):
-    """One outbox row, as tests and `memq reindex` inspect it."""
-
-    kind: RowKind
-    id: int
-    state: Literal["pending", "done"]
-    attempts: int
-    last_error: str | None
-
-
 class TextFilter(msgspec.Struct, frozen=True, kw_only=True):
     """Restrictions shared by the full-text and vector legs of a search."""
 

@@ -1,4 +1,4 @@
-"""The Store protocol every storage backend implements (SQLite now, PostgreSQL for fleets)."""
+"""The Store protocols by role (write path, reads, search side, maintenance) and their errors."""
 
 from __future__ import annotations
 
@@ -79,14 +79,8 @@ def check_one_session(batch: BatchWrite) -> None:
                 )
 
 
-class Store(Protocol):
-    """Durable storage of sessions, observations, summaries and their bookkeeping."""
-
-    async def migrate(self) -> None:
-        """Create or upgrade the schema to the current version."""
-
-    async def ping(self) -> None:
-        """Raise StoreError when the store is unreachable."""
+class WriteStore(Protocol):
+    """The turn's write path: replay guard, fence, restart context, write, announce."""
 
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
@@ -96,9 +90,11 @@ class Store(Protocol):
     ) -> set[str]:
         """The subset of event_ids already processed for the session."""
 
-    async def prune_processed(self, older_than: datetime) -> int:
-        """Forget processed event ids recorded before `older_than` (never imported ones);
-        returns how many were deleted."""
+    async def session_fence(self, memory_session_id: str) -> int | None:
+        """The session's stored fencing token, or None for an unknown session."""
+
+    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+        """The session's last stored user request, or None when it has none."""
 
     async def unannounced(
         self, limit: int = 500, *, memory_session_id: str | None = None
@@ -107,6 +103,10 @@ class Store(Protocol):
 
     async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
         """Record that these rows were announced."""
+
+
+class ReadStore(Protocol):
+    """Listings and lookups for the UI, the CLI, Telegram and context injection."""
 
     async def observations(
         self,
@@ -123,13 +123,21 @@ class Store(Protocol):
     async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
         """Kept dropped replies, newest first."""
 
-    async def mark_dropped_replayed(self, dropped_id: int) -> None:
-        """Record that a dropped reply was re-parsed and stored."""
-
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
 
-    # The search side: vector outbox, full-text search, lookups (worker/storage/sql_index.py).
+    async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
+        """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
+
+    async def latest_summary(self, project: str) -> StoredRow | None:
+        """The project's newest summary."""
+
+    async def timeline(self, memory_session_id: str, limit: int = 1000) -> list[TimelineEntry]:
+        """A session's prompts, observations and summaries in time order."""
+
+
+class IndexStore(Protocol):
+    """The search side: the vector outbox, reindexing and full-text search."""
 
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int
@@ -154,20 +162,26 @@ class Store(Protocol):
     async def search_text(self, match: str, filters: TextFilter, limit: int) -> list[TextHit]:
         """Full-text matches of an FTS5 `match` expression, best first."""
 
-    async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
-        """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
 
-    async def latest_summary(self, project: str) -> StoredRow | None:
-        """The project's newest summary."""
+class Maintenance(Protocol):
+    """Housekeeping: pruning the replay guard, marking dropped replies replayed."""
 
-    async def timeline(self, memory_session_id: str, limit: int = 1000) -> list[TimelineEntry]:
-        """A session's prompts, observations and summaries in time order."""
+    async def prune_processed(self, older_than: datetime) -> int:
+        """Forget processed event ids recorded before `older_than` (never imported ones);
+        returns how many were deleted."""
 
-    async def session_fence(self, memory_session_id: str) -> int | None:
-        """The session's stored fencing token, or None for an unknown session."""
+    async def mark_dropped_replayed(self, dropped_id: int) -> None:
+        """Record that a dropped reply was re-parsed and stored."""
 
-    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
-        """The session's last stored user request, or None when it has none."""
+
+class Store(WriteStore, ReadStore, IndexStore, Maintenance, Protocol):
+    """Durable storage of sessions, observations, summaries and their bookkeeping."""
+
+    async def migrate(self) -> None:
+        """Create or upgrade the schema to the current version."""
+
+    async def ping(self) -> None:
+        """Raise StoreError when the store is unreachable."""
 
     async def aclose(self) -> None:
         """Close connections."""

@@ -1,234 +1,56 @@
-"""Mapping between memq's records and SQL rows: statements, parameters, timestamps, JSON lists."""
+"""From SQL rows to memq's records, by column name: one mapping per row type for both backends."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import msgspec
 
-from worker.storage.records import (
-    DroppedOutput,
-    DroppedRow,
-    ObservationRecord,
-    PromptRecord,
-    SessionRow,
-    StoredRow,
-    SummaryRecord,
-    TokenUsage,
-)
+from worker.storage.records import DroppedRow, SessionRow, StoreCounts, StoredRow
+from worker.storage.sql_conn import Row
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MS = timedelta(milliseconds=1)
 _decode_list = msgspec.json.Decoder(list[str])
 
-
-def _utc(at: datetime) -> datetime:
-    # A naive datetime is taken to be UTC already, never local time.
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-
-
-def iso_utc(at: datetime) -> str:
-    """ISO 8601 in UTC with milliseconds and `Z`, e.g. 2024-05-01T12:00:00.123Z."""
-    # isoformat is C code; strftime cost ~4 % of a worker's CPU (three calls a row).
-    return _utc(at).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
-
-
-def epoch_ms(at: datetime) -> int:
-    """Milliseconds since the Unix epoch."""
-    return (_utc(at) - _EPOCH) // _ONE_MS
-
-
-def json_list(values: Sequence[str]) -> str:
-    """A list of strings as compact JSON text."""
-    return msgspec.json.encode(list(values)).decode()
-
-
-UPSERT_SESSION = """
-INSERT INTO sessions (memory_session_id, project, fence, started_at, last_activity_at,
-                      ended_at, prompt_counter)
-VALUES (:sid, :project, :fence, :now, :now, :ended_at, :prompt_counter)
-ON CONFLICT (memory_session_id) DO UPDATE SET
-    project = excluded.project,
-    fence = excluded.fence,
-    last_activity_at = excluded.last_activity_at,
-    ended_at = COALESCE(excluded.ended_at, sessions.ended_at),
-    prompt_counter = MAX(sessions.prompt_counter, excluded.prompt_counter)
-"""
-
-INSERT_PROMPT = """
-INSERT INTO user_prompts (memory_session_id, project, prompt_number, prompt_text, created_at,
-                          event_id)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (memory_session_id, event_id) DO NOTHING
-"""
-
-INSERT_OBSERVATION = """
-INSERT INTO observations (memory_session_id, project, type, title, subtitle, facts, narrative,
-    concepts, files_read, files_modified, prompt_number, content_hash, model, type_fallback,
-    source_event_ids, created_at, created_at_epoch_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (memory_session_id, content_hash) DO NOTHING
-RETURNING id
-"""
-
-INSERT_SUMMARY = """
-INSERT INTO summaries (memory_session_id, project, request, investigated, learned, completed,
-    next_steps, notes, prompt_number, model, created_at, created_at_epoch_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING id
-"""
-
-INSERT_DROPPED = """
-INSERT INTO dropped_outputs (memory_session_id, project, category, raw, event_ids, created_at,
-    reason, turn_kind)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-"""
-
-INSERT_USAGE = """
-INSERT INTO token_usage (memory_session_id, project, provider, model, input_tokens,
-    cached_input_tokens, output_tokens, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-"""
-
-INSERT_OUTBOX = """
-INSERT INTO vector_outbox (kind, row_id) VALUES (?, ?) ON CONFLICT DO NOTHING
-"""
-
-INSERT_PROCESSED = """
-INSERT INTO processed_events (memory_session_id, event_id, processed_at) VALUES (?, ?, ?)
-ON CONFLICT DO NOTHING
-"""
-
-
-def prompt_params(p: PromptRecord) -> tuple[Any, ...]:
-    """Parameters of INSERT_PROMPT."""
-    return (
-        p.memory_session_id,
-        p.project,
-        p.prompt_number,
-        p.prompt_text,
-        iso_utc(p.created_at),
-        p.event_id,
-    )
-
-
-def observation_params(o: ObservationRecord) -> tuple[Any, ...]:
-    """Parameters of INSERT_OBSERVATION."""
-    return (
-        o.memory_session_id,
-        o.project,
-        o.type,
-        o.title,
-        o.subtitle,
-        json_list(o.facts),
-        o.narrative,
-        json_list(o.concepts),
-        json_list(o.files_read),
-        json_list(o.files_modified),
-        o.prompt_number,
-        o.content_hash,
-        o.model,
-        int(o.type_fallback),
-        json_list(o.source_event_ids),
-        iso_utc(o.created_at),
-        epoch_ms(o.created_at),
-    )
-
-
-def summary_params(s: SummaryRecord) -> tuple[Any, ...]:
-    """Parameters of INSERT_SUMMARY."""
-    return (
-        s.memory_session_id,
-        s.project,
-        s.request,
-        s.investigated,
-        s.learned,
-        s.completed,
-        s.next_steps,
-        s.notes,
-        s.prompt_number,
-        s.model,
-        iso_utc(s.created_at),
-        epoch_ms(s.created_at),
-    )
-
-
-def dropped_params(d: DroppedOutput) -> tuple[Any, ...]:
-    """Parameters of INSERT_DROPPED."""
-    return (
-        d.memory_session_id,
-        d.project,
-        d.category,
-        d.raw,
-        json_list(d.event_ids),
-        iso_utc(d.created_at),
-        d.reason,
-        d.turn_kind,
-    )
-
-
-def usage_params(u: TokenUsage) -> tuple[Any, ...]:
-    """Parameters of INSERT_USAGE."""
-    return (
-        u.memory_session_id,
-        u.project,
-        u.provider,
-        u.model,
-        u.input_tokens,
-        u.cached_input_tokens,
-        u.output_tokens,
-        iso_utc(u.created_at),
-    )
-
-
-def stored_observation(row_id: int, o: ObservationRecord) -> StoredRow:
-    """The StoredRow of an observation just inserted with id row_id."""
-    return StoredRow(
-        kind="observation",
-        id=row_id,
-        memory_session_id=o.memory_session_id,
-        project=o.project,
-        created_at=iso_utc(o.created_at),
-        prompt_number=o.prompt_number,
-        type=o.type,
-        title=o.title,
-        subtitle=o.subtitle,
-        facts=list(o.facts),
-        narrative=o.narrative,
-        concepts=list(o.concepts),
-        files_read=list(o.files_read),
-        files_modified=list(o.files_modified),
-    )
-
-
-def stored_summary(row_id: int, s: SummaryRecord) -> StoredRow:
-    """The StoredRow of a summary just inserted with id row_id."""
-    return StoredRow(
-        kind="summary",
-        id=row_id,
-        memory_session_id=s.memory_session_id,
-        project=s.project,
-        created_at=iso_utc(s.created_at),
-        prompt_number=s.prompt_number,
-        request=s.request,
-        investigated=s.investigated,
-        learned=s.learned,
-        completed=s.completed,
-        next_steps=s.next_steps,
-        notes=s.notes,
-    )
+_SHARED_COLUMNS = ("id", "memory_session_id", "project", "created_at", "created_at_epoch_ms")
+_OBSERVATION_COLUMNS = (
+    "type",
+    "title",
+    "subtitle",
+    "facts",
+    "narrative",
+    "concepts",
+    "files_read",
+    "files_modified",
+)
+_SUMMARY_COLUMNS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
+# Stored as JSON lists; selected as text, decoded by stored_row.
+_JSON_COLUMNS = frozenset({"facts", "concepts", "files_read", "files_modified"})
 
 
 class RowSelects:
-    """SELECTs in the shape stored_row maps, for one backend's spelling of the columns.
+    """SELECTs of the columns stored_row reads, in one backend's spelling.
 
     Every `conditions`, `where` and `order` is a fixed SQL fragment (never user text).
     """
 
-    def __init__(self, observation_columns: str, summary_columns: str) -> None:
-        self._columns = {"observation": observation_columns, "summary": summary_columns}
+    def __init__(self, text_cast: str = "") -> None:
+        # `text_cast` (PostgreSQL's ::text) types the kind literal, the other kind's NULL
+        # columns and the JSON lists, which UNION ALL and the decoder need as text.
+        def columns(kind: str, other: tuple[str, ...]) -> str:
+            spelled = [f"'{kind}'{text_cast} AS kind", *_SHARED_COLUMNS, "prompt_number"]
+            for column in _OBSERVATION_COLUMNS + _SUMMARY_COLUMNS:
+                if column in other:
+                    spelled.append(f"NULL{text_cast} AS {column}")
+                elif column in _JSON_COLUMNS:
+                    spelled.append(f"{column}{text_cast} AS {column}")
+                else:
+                    spelled.append(column)
+            return ", ".join(spelled)
+
+        self._columns = {
+            "observation": columns("observation", _SUMMARY_COLUMNS),
+            "summary": columns("summary", _OBSERVATION_COLUMNS),
+        }
 
     def merged(self, conditions: Sequence[str], limit_param: str, *, newest_first: bool) -> str:
         """Observations and summaries merged in time order, at most `limit_param` (`$1`, `?1`).
@@ -252,71 +74,75 @@ class RowSelects:
         return f"SELECT {self._columns[kind]} FROM {table} WHERE {where} {order}"
 
 
-# Columns in the order stored_row maps.
-SHARED_COLUMNS = "id, memory_session_id, project, created_at, created_at_epoch_ms, prompt_number"
-SQLITE_SELECTS = RowSelects(
-    f"'observation' AS kind, {SHARED_COLUMNS}, type, title, subtitle, facts, narrative,"
-    " concepts, files_read, files_modified, NULL, NULL, NULL, NULL, NULL, NULL",
-    f"'summary' AS kind, {SHARED_COLUMNS}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-    " request, investigated, learned, completed, next_steps, notes",
-)
-
-
 def _list_or_none(text: str | None) -> list[str] | None:
     return None if text is None else _decode_list.decode(text)
 
 
-def stored_row(row: Sequence[Any]) -> StoredRow:
+def stored_row(row: Row) -> StoredRow:
     """Map a row of a RowSelects query to a StoredRow."""
     return StoredRow(
-        kind=row[0],
-        id=row[1],
-        memory_session_id=row[2],
-        project=row[3],
-        created_at=row[4],
-        prompt_number=row[6],
-        type=row[7],
-        title=row[8],
-        subtitle=row[9],
-        facts=_list_or_none(row[10]),
-        narrative=row[11],
-        concepts=_list_or_none(row[12]),
-        files_read=_list_or_none(row[13]),
-        files_modified=_list_or_none(row[14]),
-        request=row[15],
-        investigated=row[16],
-        learned=row[17],
-        completed=row[18],
-        next_steps=row[19],
-        notes=row[20],
+        kind=row["kind"],
+        id=row["id"],
+        memory_session_id=row["memory_session_id"],
+        project=row["project"],
+        created_at=row["created_at"],
+        prompt_number=row["prompt_number"],
+        type=row["type"],
+        title=row["title"],
+        subtitle=row["subtitle"],
+        facts=_list_or_none(row["facts"]),
+        narrative=row["narrative"],
+        concepts=_list_or_none(row["concepts"]),
+        files_read=_list_or_none(row["files_read"]),
+        files_modified=_list_or_none(row["files_modified"]),
+        request=row["request"],
+        investigated=row["investigated"],
+        learned=row["learned"],
+        completed=row["completed"],
+        next_steps=row["next_steps"],
+        notes=row["notes"],
     )
 
 
-def session_row(row: Sequence[Any]) -> SessionRow:
-    """Map a row of the sessions listing (SQLite's or PostgreSQL's) to a SessionRow."""
+def session_row(row: Row) -> SessionRow:
+    """Map a row of the sessions listing to a SessionRow."""
     return SessionRow(
-        memory_session_id=row[0],
-        project=row[1],
-        started_at=row[2],
-        last_activity_at=row[3],
-        ended_at=row[4],
-        prompts=row[5],
-        observations=row[6],
-        summaries=row[7],
+        memory_session_id=row["memory_session_id"],
+        project=row["project"],
+        started_at=row["started_at"],
+        last_activity_at=row["last_activity_at"],
+        ended_at=row["ended_at"],
+        prompts=row["prompts"],
+        observations=row["observations"],
+        summaries=row["summaries"],
     )
 
 
-def dropped_row(row: Sequence[Any]) -> DroppedRow:
+def dropped_row(row: Row) -> DroppedRow:
     """Map a row of the dropped-outputs listing to a DroppedRow."""
     return DroppedRow(
-        id=row[0],
-        memory_session_id=row[1],
-        project=row[2],
-        category=row[3],
-        raw=row[4],
-        event_ids=_decode_list.decode(row[5]),
-        created_at=row[6],
-        reason=row[7],
-        turn_kind=row[8],
-        replayed_at=row[9],
+        id=row["id"],
+        memory_session_id=row["memory_session_id"],
+        project=row["project"],
+        category=row["category"],
+        raw=row["raw"],
+        event_ids=_decode_list.decode(row["event_ids"]),
+        created_at=row["created_at"],
+        reason=row["reason"],
+        turn_kind=row["turn_kind"],
+        replayed_at=row["replayed_at"],
+    )
+
+
+def store_counts(row: Row) -> StoreCounts:
+    """Map the row of the counts query to StoreCounts."""
+    return StoreCounts(
+        sessions=row["sessions"],
+        observations=row["observations"],
+        summaries=row["summaries"],
+        prompts=row["prompts"],
+        dropped_outputs=row["dropped_outputs"],
+        input_tokens=row["input_tokens"],
+        cached_input_tokens=row["cached_input_tokens"],
+        output_tokens=row["output_tokens"],
     )

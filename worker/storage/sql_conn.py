@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 # Positional for statements both backends run (each numbers them in its own placeholder
 # style: $1 or ?1); SQLite's own statements may also name them (:project).
 Params = Sequence[Any] | Mapping[str, Any]
-Row = Sequence[Any]
 # A statement with its parameters, as a backend builds it for the shared logic.
 Query = tuple[str, Params]
+
+
+class Row(Protocol):
+    """A result row read by column name (sqlite3.Row, asyncpg.Record)."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 class SqlConn(Protocol):
@@ -27,3 +33,23 @@ class SqlConn(Protocol):
 
     async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run one statement once per parameter row."""
+
+
+class SqlDatabase(Protocol):
+    """A backend's connections: opened on first use, errors raised as StoreError."""
+
+    @property
+    def where(self) -> str:
+        """The database as error messages name it (no credentials)."""
+
+    def use(self) -> AbstractAsyncContextManager[SqlConn]:
+        """A connection, each statement its own transaction."""
+
+    def transaction(self) -> AbstractAsyncContextManager[SqlConn]:
+        """A connection inside one write transaction, committed when the block ends cleanly."""
+
+    async def migrate(self) -> None:
+        """Create or upgrade the schema to the current version."""
+
+    async def aclose(self) -> None:
+        """Close the connections (the next call opens new ones)."""

@@ -1,37 +1,34 @@
-"""The Store logic both SQL backends share: replay guard, listings, counts, and the search side.
-
-Shared statements are spelled with numbered placeholders ($1), as in sql_index. A backend
-gives the statements its dialect spells its own way (class attributes, positional parameters
-in the order each comment names), the queries it builds per call, its connections and its
-write path.
-"""
+"""The Store on a SQL database: a backend's connections and dialect, composed with the shared
+logic of each role (sql_write, sql_read, sql_index, sql_maintenance)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, ClassVar
 
-from worker.storage import rows as db
-from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StoreError, check_one_session
+from worker.storage import sql_index, sql_maintenance, sql_read, sql_write
+from worker.storage.dialect import Dialect
+from worker.storage.index_records import (
+    ReindexStart,
+    RowKind,
+    TextFilter,
+    TextHit,
+    TimelineEntry,
+    VectorJob,
+    VectorRetry,
+)
+from worker.storage.params import iso_utc
+from worker.storage.protocol import check_one_session
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
     DroppedRow,
+    PromptRow,
     SessionRow,
     StoreCounts,
     StoredRow,
 )
-from worker.storage.sql_conn import Query
-from worker.storage.sql_index import SqlIndexQueries
-
-# $1 cutoff (ISO text), $2 LIKE pattern of the ids kept, $3 rows per statement.
-_PRUNE_PROCESSED = """
-DELETE FROM processed_events WHERE (memory_session_id, event_id) IN (
-    SELECT memory_session_id, event_id FROM processed_events
-    WHERE processed_at < $1 AND event_id NOT LIKE $2 LIMIT $3
-)
-"""
+from worker.storage.sql_conn import SqlDatabase
 
 
 def utc_now() -> datetime:
@@ -44,82 +41,79 @@ def one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
-class SqlStore(SqlIndexQueries):
-    """The backend-neutral part of a Store on a SQL database."""
+class SqlStore:
+    """Every Store role on one SQL database; `vector_outbox` False (MEMQ_CHROMA=off) queues
+    no stored row for the vector index (`memq reindex` queues them all once it is on)."""
 
-    # The database as error messages name it (no credentials).
-    _where: str
-    # (memory_session_id, event ids as _list_param gives them) -> event_id.
-    _SELECT_PROCESSED: ClassVar[str]
-    # () -> the eight StoreCounts fields in order.
-    _SELECT_COUNTS: ClassVar[str]
+    def __init__(
+        self,
+        db: SqlDatabase,
+        dialect: Dialect,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        vector_outbox: bool = True,
+    ) -> None:
+        self._db = db
+        self._dialect = dialect
+        self._clock = clock
+        self._vector_outbox = vector_outbox
 
-    async def _write_batch(self, batch: BatchWrite, now: str) -> BatchResult:
-        """Write a checked batch in one transaction, `now` its sessions' activity time."""
-        raise NotImplementedError
+    def _now(self) -> str:
+        return iso_utc(self._clock())
 
-    def _list_param(self, values: Sequence[str]) -> Any:
-        """The parameter _SELECT_PROCESSED takes for a list of event ids."""
-        raise NotImplementedError
+    # Lifecycle.
 
-    def _observations_query(
-        self, memory_session_id: str | None, project: str | None, limit: int
-    ) -> Query:
-        raise NotImplementedError
-
-    def _sessions_query(self, project: str | None, limit: int) -> Query:
-        raise NotImplementedError
-
-    def _dropped_query(self, limit: int, include_replayed: bool) -> Query:
-        raise NotImplementedError
+    async def migrate(self) -> None:
+        """Create or upgrade the schema to the current version."""
+        await self._db.migrate()
 
     async def ping(self) -> None:
         """Raise StoreError when the database cannot be reached or read."""
-        async with self._use() as conn:
+        async with self._db.use() as conn:
             await conn.fetch("SELECT 1")
+
+    async def aclose(self) -> None:
+        """Close the connections (the next call opens new ones)."""
+        await self._db.aclose()
+
+    # WriteStore.
 
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
         check_one_session(batch)
-        return await self._write_batch(batch, db.iso_utc(batch.occurred_at or self._clock()))
+        now = iso_utc(batch.occurred_at or self._clock())
+        return await sql_write.write_batch(
+            self._db, self._dialect, batch, now, vector_outbox=self._vector_outbox
+        )
 
     async def processed_event_ids(
         self, memory_session_id: str, event_ids: Sequence[str]
     ) -> set[str]:
         """The subset of event_ids already processed for the session."""
-        if not event_ids:
-            return set()
-        params = (memory_session_id, self._list_param(event_ids))
-        async with self._use() as conn:
-            found = await conn.fetch(self._SELECT_PROCESSED, params)
-        return {str(row[0]) for row in found}
+        return await sql_read.processed_event_ids(
+            self._db, self._dialect, memory_session_id, event_ids
+        )
 
-    async def _prune_processed(self, older_than: datetime, chunk_rows: int) -> int:
-        """Delete processed event ids before `older_than`, `chunk_rows` per statement."""
-        params = (db.iso_utc(older_than), IMPORTED_EVENT_PREFIX + "%", chunk_rows)
-        pruned = 0
-        while True:
-            # A transaction per chunk: turns keep committing in between, and a large backlog
-            # never outlasts a statement timeout.
-            async with self._transaction() as conn:
-                deleted = await conn.execute(_PRUNE_PROCESSED, params)
-            pruned += deleted
-            if deleted < chunk_rows:
-                return pruned
+    async def session_fence(self, memory_session_id: str) -> int | None:
+        """The session's stored fencing token, or None for an unknown session."""
+        return await sql_read.session_fence(self._db, memory_session_id)
+
+    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+        """The session's last stored user request, or None when it has none."""
+        return await sql_read.latest_prompt(self._db, memory_session_id)
 
     async def unannounced(
         self, limit: int = 500, *, memory_session_id: str | None = None
     ) -> list[StoredRow]:
-        """Stored rows not yet announced on pub/sub and the feed, oldest first."""
-        conditions = ["announced_at IS NULL"]
-        params: list[object] = [limit]
-        if memory_session_id is not None:
-            conditions.append("memory_session_id = $2")
-            params.append(memory_session_id)
-        sql = self._selects.merged(conditions, "$1", newest_first=False)
-        async with self._use() as conn:
-            found = await conn.fetch(sql, params)
-        return [db.stored_row(row) for row in found]
+        """Stored rows not yet announced on pub/sub and the feed (of one session), oldest first."""
+        return await sql_read.unannounced(self._db, self._dialect, limit, memory_session_id)
+
+    async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
+        """Record that these rows were announced."""
+        if rows:
+            await sql_write.mark_announced(self._db, self._dialect, rows, self._now())
+
+    # ReadStore.
 
     async def observations(
         self,
@@ -129,47 +123,75 @@ class SqlStore(SqlIndexQueries):
         limit: int = 50,
     ) -> list[StoredRow]:
         """Newest stored observations and summaries first, optionally filtered."""
-        sql, params = self._observations_query(memory_session_id, project, limit)
-        async with self._use() as conn:
-            found = await conn.fetch(sql, params)
-        return [db.stored_row(row) for row in found]
+        return await sql_read.observations(
+            self._db, self._dialect, memory_session_id, project, limit
+        )
 
     async def sessions(self, *, project: str | None = None, limit: int = 50) -> list[SessionRow]:
         """Sessions with activity, newest first."""
-        sql, params = self._sessions_query(project, limit)
-        async with self._use() as conn:
-            found = await conn.fetch(sql, params)
-        return [db.session_row(row) for row in found]
+        return await sql_read.sessions(self._db, self._dialect, project, limit)
 
     async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
         """Kept dropped replies, newest first."""
-        sql, params = self._dropped_query(limit, include_replayed)
-        async with self._use() as conn:
-            found = await conn.fetch(sql, params)
-        return [db.dropped_row(row) for row in found]
-
-    async def mark_dropped_replayed(self, dropped_id: int) -> None:
-        """Record that a dropped reply was re-parsed and stored."""
-        now = db.iso_utc(self._clock())
-        async with self._transaction() as conn:
-            changed = await conn.execute(
-                "UPDATE dropped_outputs SET replayed_at = $1 WHERE id = $2", (now, dropped_id)
-            )
-            if changed == 0:
-                raise StoreError(f"no dropped output with id {dropped_id} in {self._where}")
+        return await sql_read.dropped(self._db, self._dialect, limit, include_replayed)
 
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
-        async with self._use() as conn:
-            row = await conn.fetchrow(self._SELECT_COUNTS)
-        assert row is not None  # a SELECT without FROM always has its row
-        return StoreCounts(
-            sessions=row[0],
-            observations=row[1],
-            summaries=row[2],
-            prompts=row[3],
-            dropped_outputs=row[4],
-            input_tokens=row[5],
-            cached_input_tokens=row[6],
-            output_tokens=row[7],
+        return await sql_read.counts(self._db)
+
+    async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
+        """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
+        return await sql_read.rows_by_keys(self._db, self._dialect, keys)
+
+    async def latest_summary(self, project: str) -> StoredRow | None:
+        """The project's newest summary."""
+        return await sql_read.latest_summary(self._db, self._dialect, project)
+
+    async def timeline(self, memory_session_id: str, limit: int = 1000) -> list[TimelineEntry]:
+        """A session's prompts, observations and summaries in time order (the first `limit`)."""
+        return await sql_read.timeline(self._db, self._dialect, memory_session_id, limit)
+
+    # IndexStore.
+
+    async def claim_vector_jobs(
+        self, *, limit: int, now_ms: int, lease_until_ms: int
+    ) -> list[VectorJob]:
+        """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+        return await sql_index.claim_vector_jobs(
+            self._db, self._dialect, limit=limit, now_ms=now_ms, lease_until_ms=lease_until_ms
         )
+
+    async def finish_vector_jobs(self, keys: Sequence[tuple[RowKind, int]]) -> None:
+        """Mark outbox rows indexed."""
+        await sql_index.finish_vector_jobs(self._db, keys, self._now())
+
+    async def retry_vector_jobs(self, retries: Sequence[VectorRetry], error: str) -> None:
+        """Count a failed attempt on each row and schedule its next one."""
+        await sql_index.retry_vector_jobs(self._db, retries, error)
+
+    async def vector_lag(self, project: str | None = None) -> int:
+        """Outbox rows not yet indexed (of one project, or of all)."""
+        return await sql_index.vector_lag(self._db, self._dialect, project)
+
+    async def start_reindex(self, project: str | None = None) -> ReindexStart:
+        """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""
+        return await sql_index.start_reindex(self._db, self._dialect, project, self._now())
+
+    async def finish_reindex(self, project: str | None = None) -> None:
+        """Forget the reindex marker: the next reindex starts over."""
+        await sql_index.finish_reindex(self._db, project)
+
+    async def search_text(self, match: str, filters: TextFilter, limit: int) -> list[TextHit]:
+        """Full-text matches of an FTS5 `match` expression, best first."""
+        return await sql_index.search_text(self._db, self._dialect, match, filters, limit)
+
+    # Maintenance.
+
+    async def prune_processed(self, older_than: datetime) -> int:
+        """Forget processed event ids recorded before `older_than` (never imported ones);
+        returns how many were deleted."""
+        return await sql_maintenance.prune_processed(self._db, iso_utc(older_than))
+
+    async def mark_dropped_replayed(self, dropped_id: int) -> None:
+        """Record that a dropped reply was re-parsed and stored."""
+        await sql_maintenance.mark_dropped_replayed(self._db, dropped_id, self._now())

@@ -100,6 +100,28 @@ async def test_sessions_lists_counts_per_session(
     assert "s2" in text.stdout
 
 
+async def test_stats_says_the_vector_index_is_off_rather_than_a_lag(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, chroma="off")
+    await publish(arq_redis, settings, tool_call("s1", 1))
+    await _run(settings, arq_redis)
+    assert len(await observations(settings, "s1")) == 1
+    text = await asyncio.to_thread(_memq, settings, "stats", MEMQ_CHROMA="off")
+    assert text.returncode == 0, text.stderr
+    assert "vector index: off" in text.stdout
+    assert "vector lag" not in text.stdout
+    off = await asyncio.to_thread(_memq, settings, "stats", "--json", MEMQ_CHROMA="off")
+    assert off.returncode == 0, off.stderr
+    # The worker queued nothing for the index while it was off: no lag to report.
+    stats = json.loads(off.stdout)
+    assert (stats["vector_index"], stats["vector_lag"]) == ("off", 0)
+    on = await _memq_json(settings, "stats", "--json")
+    assert (on["vector_index"], on["vector_lag"]) == ("on", 0)
+    text = await asyncio.to_thread(_memq, settings, "stats")
+    assert "vector lag: 0 rows waiting for the vector index" in text.stdout
+
+
 async def test_stats_json_counts_every_outcome(
     tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
 ) -> None:

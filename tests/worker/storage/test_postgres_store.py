@@ -15,9 +15,9 @@ from tests.support.postgres_server import PostgresServer, postgres_server_fixtur
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
 from worker.search.hybrid import SearchResult, search
-from worker.storage.postgres.rows import tsquery_text
 from worker.storage.postgres.schema import SCHEMA_VERSION
 from worker.storage.postgres.store import PostgresStore
+from worker.storage.postgres.text_search import tsquery_text
 from worker.storage.protocol import StaleFenceError, Store, StoreError
 from worker.storage.records import BatchWrite, ObservationRecord
 from worker.storage.sqlite.store import SqliteStore

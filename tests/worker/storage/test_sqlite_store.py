@@ -644,12 +644,18 @@ async def test_stores_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> 
     # Switching a new file to WAL from several connections at once used to fail with
     # "database is locked" now and then; 30 fresh files make a regression very likely to show.
     for attempt in range(30):
-        stores = [SqliteStore(tmp_path / str(attempt) / "memq.db") for _ in range(4)]
+        path = tmp_path / str(attempt) / "memq.db"
+        stores = [SqliteStore(path) for _ in range(4)]
         try:
             await asyncio.gather(*(store.ping() for store in stores))
         finally:
             for store in stores:
                 await store.aclose()
+        async with aiosqlite.connect(path) as conn:
+            modes = await conn.execute_fetchall("PRAGMA journal_mode")
+            versions = await conn.execute_fetchall("PRAGMA user_version")
+        assert [tuple(m) for m in modes] == [("wal",)]
+        assert [tuple(v) for v in versions] == [(sqlite_schema.SCHEMA_VERSION,)]
 
 
 async def test_a_write_cancelled_while_waiting_for_the_lock_leaves_no_transaction(
@@ -787,6 +793,18 @@ def test_open_store_picks_the_sqlite_file(
     assert store.path == Path(expected.format(data=data, tmp=tmp_path))
 
 
+@pytest.mark.parametrize(("chroma", "queued"), [("off", 0), ("on", 2), ("http://127.0.0.1:9/", 2)])
+async def test_open_store_queues_rows_for_the_vector_index_only_while_it_is_on(
+    tmp_path: Path, chroma: str, queued: int
+) -> None:
+    store = open_store(Settings(data_dir=str(tmp_path / "data"), chroma=chroma))
+    try:
+        await store.write_batch(batch(observations=[obs("A", "x")], summaries=[summary()]))
+        assert await store.vector_lag() == queued
+    finally:
+        await store.aclose()
+
+
 @pytest.mark.parametrize(
     "database_url",
     [
@@ -851,8 +869,7 @@ async def test_prune_processed_forgets_only_old_event_ids(
 async def test_prune_processed_deletes_a_backlog_in_chunks(
     store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("worker.storage.sqlite.store.PRUNE_CHUNK_ROWS", 2)
-    monkeypatch.setattr("worker.storage.postgres.store.PRUNE_CHUNK_ROWS", 2)
+    monkeypatch.setattr("worker.storage.sql_maintenance.PRUNE_CHUNK_ROWS", 2)
     old = [f"old{i}" for i in range(5)]
     await store.write_batch(batch(event_ids=old))
     clock.advance(86_400)

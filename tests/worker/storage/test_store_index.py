@@ -170,6 +170,19 @@ async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
     assert await store.vector_lag() == 1
 
 
+async def test_with_the_vector_index_off_no_outbox_row_is_written_until_a_reindex(
+    backend: Backend,
+) -> None:
+    off = backend.open(vector_outbox=False)
+    await off.write_batch(batch(obs("A"), obs("B"), summaries=[summary("S")]))
+    assert await backend.query("SELECT COUNT(*) FROM vector_outbox") == [(0,)]
+    assert await off.vector_lag() == 0
+    # Switched on again, `memq reindex` queues every stored row.
+    on = backend.open()
+    assert (await on.start_reindex()).pending == 3
+    assert await on.vector_lag() == 3
+
+
 async def test_reindex_resumes_and_is_scoped_to_a_project(store: Store) -> None:
     await store.write_batch(batch(obs("A"), obs("B")))
     await store.write_batch(batch(obs("C", project="blog", session="s2"), session="s2"))

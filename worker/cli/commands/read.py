@@ -103,7 +103,10 @@ def stats(as_json: JsonFlag = False) -> None:
         f" output={tokens['output']}"
     )
     lag = data["vector_lag"]
-    print(f"vector lag: {'off' if lag is None else lag} rows waiting for the vector index")
+    if data["vector_index"] == "off":
+        print("vector index: off")
+    else:
+        print(f"vector lag: {'off' if lag is None else lag} rows waiting for the vector index")
     if budget := data.get("budget"):
         print(_budget_line(budget))
     store = data["store"]

@@ -16,7 +16,7 @@ from worker.settings import Settings
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from worker.storage.protocol import Store
+    from worker.storage.protocol import IndexStore
 
 WATCH_POLL_S = 0.5
 
@@ -63,7 +63,7 @@ def reindex(
     print(message)
 
 
-async def _reindex(settings: Settings, store: Store, project: str | None) -> str:
+async def _reindex(settings: Settings, store: IndexStore, project: str | None) -> str:
     from worker.search.vector_index import chroma_target
     from worker.search.vector_sync import SyncPolicy, VectorSync, index_opener, sync_lock
 

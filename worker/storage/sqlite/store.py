@@ -14,15 +14,10 @@ from typing import Any
 
 import aiosqlite
 
-from worker.storage import rows as db
-from worker.storage.protocol import PRUNE_CHUNK_ROWS, StoreError
-from worker.storage.records import BatchResult, BatchWrite, StoredRow
-from worker.storage.sql_conn import Params, Query, Row
+from worker.storage.protocol import StoreError
+from worker.storage.sql_conn import Params, Row
 from worker.storage.sql_store import SqlStore, one_line, utc_now
-from worker.storage.sqlite import batch as batch_writes
-from worker.storage.sqlite import queries
-from worker.storage.sqlite.batch import in_connection_thread
-from worker.storage.sqlite.index import SqliteIndexQueries
+from worker.storage.sqlite.dialect import SQLITE
 from worker.storage.sqlite.schema import configure, migrate_schema, rollback
 
 # RETURNING and UPSERT need SQLite 3.35.
@@ -67,58 +62,27 @@ class SqliteConn:
         await self.raw.executemany(_sqlite_spelling(sql), rows)
 
 
-class SqliteStore(SqliteIndexQueries, SqlStore):
-    """The Store on one SQLite file, shared safely by the worker processes of one machine.
+class SqliteDatabase:
+    """One SQLite file through one aiosqlite connection, opened (and migrated) on first use.
 
-    The connection opens (and the schema migrates) on first use; one instance runs one
-    operation at a time, other instances and processes wait on SQLite's busy timeout.
+    One operation at a time per instance; other instances and processes wait on SQLite's
+    busy timeout.
     """
 
-    _SELECT_PROCESSED = (
-        "SELECT event_id FROM processed_events WHERE memory_session_id = ?"
-        " AND event_id IN (SELECT value FROM json_each(?))"
-    )
-    _SELECT_COUNTS = queries.SELECT_COUNTS
-
-    def __init__(self, path: Path, *, clock: Callable[[], datetime] = utc_now) -> None:
-        self._path = path
-        self._where = str(path)
-        self._clock = clock
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self._conn: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
 
     @property
-    def path(self) -> Path:
-        """The database file."""
-        return self._path
+    def where(self) -> str:
+        """The database file, as error messages name it."""
+        return str(self.path)
 
     async def migrate(self) -> None:
         """Create or upgrade the schema to the current version."""
         async with self._connection() as raw:
-            await migrate_schema(raw, self._path)
-
-    async def _write_batch(self, batch: BatchWrite, now: str) -> BatchResult:
-        async with self._connection() as raw:
-            return await in_connection_thread(
-                raw, lambda conn, cancelled: batch_writes.write_batch(conn, cancelled, batch, now)
-            )
-
-    async def prune_processed(self, older_than: datetime) -> int:
-        """Forget processed event ids recorded before `older_than` (never imported ones);
-        returns how many were deleted."""
-        return await self._prune_processed(older_than, PRUNE_CHUNK_ROWS)
-
-    async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
-        """Record that these rows were announced."""
-        if not rows:
-            return
-        now = db.iso_utc(self._clock())
-        marked = list(rows)
-        async with self._connection() as raw:
-            await in_connection_thread(
-                raw,
-                lambda conn, cancelled: batch_writes.mark_announced(conn, cancelled, marked, now),
-            )
+            await migrate_schema(raw, self.path)
 
     async def aclose(self) -> None:
         """Close the connection (the next call opens a new one)."""
@@ -127,28 +91,26 @@ class SqliteStore(SqliteIndexQueries, SqlStore):
             if conn is not None:
                 await conn.close()
 
-    def _list_param(self, values: Sequence[str]) -> Any:
-        return db.json_list(values)
+    @asynccontextmanager
+    async def use(self) -> AsyncIterator[SqliteConn]:
+        """The open connection, each statement its own transaction."""
+        async with self._connection() as raw:
+            yield SqliteConn(raw)
 
-    def _observations_query(
-        self, memory_session_id: str | None, project: str | None, limit: int
-    ) -> Query:
-        # Only the filters given: `:sid IS NULL OR …` would keep SQLite off the indexes.
-        conditions = []
-        if memory_session_id is not None:
-            conditions.append("memory_session_id = :sid")
-        if project is not None:
-            conditions.append("project = :project")
-        sql = db.SQLITE_SELECTS.merged(conditions, ":limit", newest_first=True)
-        return sql, {"sid": memory_session_id, "project": project, "limit": limit}
-
-    def _sessions_query(self, project: str | None, limit: int) -> Query:
-        where = "" if project is None else "WHERE s.project = :project"
-        return queries.SELECT_SESSIONS.format(where=where), {"project": project, "limit": limit}
-
-    def _dropped_query(self, limit: int, include_replayed: bool) -> Query:
-        where = "" if include_replayed else "WHERE replayed_at IS NULL"
-        return queries.SELECT_DROPPED.format(where=where), {"limit": limit}
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[SqliteConn]:
+        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE);
+        a caller cancelled before COMMIT rolls it back."""
+        async with self._connection() as raw:
+            try:
+                # Inside the try: a cancelled BEGIN may still succeed in aiosqlite's thread,
+                # and the ROLLBACK queued behind it then ends that transaction.
+                await raw.execute("BEGIN IMMEDIATE")
+                yield SqliteConn(raw)
+                await raw.execute("COMMIT")
+            except BaseException:
+                await rollback(raw)
+                raise
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -157,26 +119,7 @@ class SqliteStore(SqliteIndexQueries, SqlStore):
             try:
                 yield await self._connected()
             except sqlite3.Error as e:
-                raise StoreError(f"SQLite {self._path}: {one_line(e)}") from e
-
-    @asynccontextmanager
-    async def _use(self) -> AsyncIterator[SqliteConn]:
-        """The open connection, each statement its own transaction."""
-        async with self._connection() as raw:
-            yield SqliteConn(raw)
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[SqliteConn]:
-        """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE)."""
-        async with self._connection() as raw:
-            try:
-                # Inside the try: a cancelled BEGIN may still succeed in aiosqlite's thread.
-                await raw.execute("BEGIN IMMEDIATE")
-                yield SqliteConn(raw)
-                await raw.execute("COMMIT")
-            except BaseException:
-                await rollback(raw)
-                raise
+                raise StoreError(f"SQLite {self.path}: {one_line(e)}") from e
 
     async def _connected(self) -> aiosqlite.Connection:
         if self._conn is None:
@@ -187,24 +130,45 @@ class SqliteStore(SqliteIndexQueries, SqlStore):
         if sqlite3.sqlite_version_info < _MIN_SQLITE:
             raise StoreError(f"memq needs SQLite >= 3.35, this Python has {sqlite3.sqlite_version}")
         try:
-            await asyncio.to_thread(self._path.parent.mkdir, parents=True, exist_ok=True)
+            await asyncio.to_thread(self.path.parent.mkdir, parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(
-                f"cannot create the data directory {self._path.parent}: {e.strerror or e}"
+                f"cannot create the data directory {self.path.parent}: {e.strerror or e}"
             ) from e
         try:
-            conn = await aiosqlite.connect(self._path, isolation_level=None)
+            conn = await aiosqlite.connect(self.path, isolation_level=None)
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open SQLite database {self._path}: {one_line(e)}") from e
+            raise StoreError(f"cannot open SQLite database {self.path}: {one_line(e)}") from e
+        # Rows are read by column name (rows.py), as asyncpg's records are.
+        conn.row_factory = sqlite3.Row
         try:
             await configure(conn)
-            await migrate_schema(conn, self._path)
+            await migrate_schema(conn, self.path)
         except sqlite3.DatabaseError as e:
             await conn.close()
             raise StoreError(
-                f"cannot use {self._path} as a memq SQLite database: {one_line(e)}"
+                f"cannot use {self.path} as a memq SQLite database: {one_line(e)}"
             ) from e
         except BaseException:
             await conn.close()
             raise
         return conn
+
+
+class SqliteStore(SqlStore):
+    """The Store on one SQLite file, shared safely by the worker processes of one machine."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        vector_outbox: bool = True,
+    ) -> None:
+        self._sqlite = SqliteDatabase(path)
+        super().__init__(self._sqlite, SQLITE, clock=clock, vector_outbox=vector_outbox)
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._sqlite.path

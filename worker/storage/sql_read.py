@@ -1,0 +1,198 @@
+"""Reads on a SQL database: the replay guard, listings for the UI and CLI, lookups by key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from worker.storage import rows as r
+from worker.storage.dialect import Dialect
+from worker.storage.index_records import RowKind, TimelineEntry
+from worker.storage.records import DroppedRow, PromptRow, SessionRow, StoreCounts, StoredRow
+from worker.storage.sql_conn import SqlConn, SqlDatabase
+
+KINDS: tuple[RowKind, ...] = ("observation", "summary")
+_TIMELINE_ORDER = {"prompt": 0, "observation": 1, "summary": 2}
+
+# CAST, not ::bigint: both dialects read it (PostgreSQL's SUM of BIGINT is NUMERIC).
+_SELECT_COUNTS = """
+SELECT (SELECT COUNT(*) FROM sessions) AS sessions,
+    (SELECT COUNT(*) FROM observations) AS observations,
+    (SELECT COUNT(*) FROM summaries) AS summaries,
+    (SELECT COUNT(*) FROM user_prompts) AS prompts,
+    (SELECT COUNT(*) FROM dropped_outputs) AS dropped_outputs,
+    (SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT) FROM token_usage) AS input_tokens,
+    (SELECT CAST(COALESCE(SUM(cached_input_tokens), 0) AS BIGINT) FROM token_usage)
+        AS cached_input_tokens,
+    (SELECT CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) FROM token_usage) AS output_tokens
+"""
+_TIMELINE_PROMPTS = (
+    "SELECT id, created_at, prompt_number, prompt_text FROM user_prompts"
+    " WHERE memory_session_id = $1 ORDER BY created_at, id LIMIT $2"
+)
+_SESSION_FENCE = "SELECT fence FROM sessions WHERE memory_session_id = $1"
+# Ids follow commit order, which is publish order: one lease holder commits a session's turns.
+# A prompt published without a number is stored as 0: its position stands in for it.
+_LATEST_PROMPT = """
+SELECT CASE WHEN prompt_number > 0 THEN prompt_number
+            ELSE (SELECT COUNT(*) FROM user_prompts WHERE memory_session_id = $1) END
+         AS prompt_number,
+       prompt_text, created_at
+FROM user_prompts WHERE memory_session_id = $1 ORDER BY id DESC LIMIT 1
+"""
+
+
+async def processed_event_ids(
+    db: SqlDatabase, dialect: Dialect, memory_session_id: str, event_ids: Sequence[str]
+) -> set[str]:
+    """The subset of event_ids already processed for the session."""
+    if not event_ids:
+        return set()
+    values = (memory_session_id, dialect.list_param(event_ids))
+    async with db.use() as conn:
+        found = await conn.fetch(dialect.select_processed, values)
+    return {str(row["event_id"]) for row in found}
+
+
+async def unannounced(
+    db: SqlDatabase, dialect: Dialect, limit: int, memory_session_id: str | None
+) -> list[StoredRow]:
+    """Stored rows not yet announced on pub/sub and the feed (of one session), oldest first."""
+    conditions = ["announced_at IS NULL"]
+    values: list[object] = [limit]
+    if memory_session_id is not None:
+        conditions.append("memory_session_id = $2")
+        values.append(memory_session_id)
+    sql = dialect.selects.merged(conditions, "$1", newest_first=False)
+    async with db.use() as conn:
+        found = await conn.fetch(sql, values)
+    return [r.stored_row(row) for row in found]
+
+
+async def observations(
+    db: SqlDatabase,
+    dialect: Dialect,
+    memory_session_id: str | None,
+    project: str | None,
+    limit: int,
+) -> list[StoredRow]:
+    """Newest stored observations and summaries first, optionally filtered."""
+    sql, values = dialect.observations_query(memory_session_id, project, limit)
+    async with db.use() as conn:
+        found = await conn.fetch(sql, values)
+    return [r.stored_row(row) for row in found]
+
+
+async def sessions(
+    db: SqlDatabase, dialect: Dialect, project: str | None, limit: int
+) -> list[SessionRow]:
+    """Sessions with activity, newest first."""
+    sql, values = dialect.sessions_query(project, limit)
+    async with db.use() as conn:
+        found = await conn.fetch(sql, values)
+    return [r.session_row(row) for row in found]
+
+
+async def dropped(
+    db: SqlDatabase, dialect: Dialect, limit: int, include_replayed: bool
+) -> list[DroppedRow]:
+    """Kept dropped replies, newest first."""
+    sql, values = dialect.dropped_query(limit, include_replayed)
+    async with db.use() as conn:
+        found = await conn.fetch(sql, values)
+    return [r.dropped_row(row) for row in found]
+
+
+async def counts(db: SqlDatabase) -> StoreCounts:
+    """Row counts and token totals."""
+    async with db.use() as conn:
+        row = await conn.fetchrow(_SELECT_COUNTS)
+    assert row is not None  # a SELECT without FROM always has its row
+    return r.store_counts(row)
+
+
+async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:
+    """The session's stored fencing token, or None for an unknown session."""
+    async with db.use() as conn:
+        found = await conn.fetchrow(_SESSION_FENCE, (memory_session_id,))
+    return None if found is None else int(found["fence"])
+
+
+async def latest_prompt(db: SqlDatabase, memory_session_id: str) -> PromptRow | None:
+    """The session's last stored user request, or None when it has none."""
+    async with db.use() as conn:
+        found = await conn.fetchrow(_LATEST_PROMPT, (memory_session_id,))
+    if found is None:
+        return None
+    return PromptRow(
+        prompt_number=int(found["prompt_number"]),
+        prompt_text=found["prompt_text"],
+        created_at=datetime.fromisoformat(found["created_at"]),
+    )
+
+
+async def latest_summary(db: SqlDatabase, dialect: Dialect, project: str) -> StoredRow | None:
+    """The project's newest summary."""
+    sql = dialect.selects.one_kind(
+        "summary", "project = $1", "ORDER BY created_at_epoch_ms DESC, id DESC LIMIT 1"
+    )
+    async with db.use() as conn:
+        found = await conn.fetchrow(sql, (project,))
+    return None if found is None else r.stored_row(found)
+
+
+async def timeline(
+    db: SqlDatabase, dialect: Dialect, memory_session_id: str, limit: int
+) -> list[TimelineEntry]:
+    """A session's prompts, observations and summaries in time order (the first `limit`)."""
+    rows_sql = dialect.selects.merged(["memory_session_id = $2"], "$1", newest_first=False)
+    async with db.use() as conn:
+        prompts = await conn.fetch(_TIMELINE_PROMPTS, (memory_session_id, limit))
+        stored = await conn.fetch(rows_sql, (limit, memory_session_id))
+    entries = [
+        TimelineEntry(
+            kind="prompt",
+            id=p["id"],
+            created_at=p["created_at"],
+            prompt_number=p["prompt_number"],
+            prompt_text=p["prompt_text"],
+        )
+        for p in prompts
+    ]
+    for raw in stored:
+        row = r.stored_row(raw)
+        entries.append(
+            TimelineEntry(
+                kind=row.kind,
+                id=row.id,
+                created_at=row.created_at,
+                prompt_number=row.prompt_number,
+                row=row,
+            )
+        )
+    entries.sort(key=lambda e: (e.created_at, _TIMELINE_ORDER[e.kind], e.id))
+    return entries[:limit]
+
+
+async def rows_by_keys(
+    db: SqlDatabase, dialect: Dialect, keys: Sequence[tuple[RowKind, int]]
+) -> list[StoredRow]:
+    """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
+    async with db.use() as conn:
+        found = await fetch_by_keys(conn, dialect, keys)
+    by_key = {(row.kind, row.id): row for row in found}
+    return [by_key[k] for k in keys if k in by_key]
+
+
+async def fetch_by_keys(
+    conn: SqlConn, dialect: Dialect, keys: Sequence[tuple[RowKind, int]]
+) -> list[StoredRow]:
+    """The stored rows with these keys, in no particular order."""
+    found: list[StoredRow] = []
+    for kind in KINDS:
+        ids = [i for k, i in keys if k == kind]
+        if ids:
+            sql = dialect.selects.one_kind(kind, dialect.id_in)
+            rows = await conn.fetch(sql, (dialect.id_list(ids),))
+            found.extend(r.stored_row(row) for row in rows)
+    return found
