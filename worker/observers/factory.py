@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from worker.errors import ConfigError
 from worker.observers.protocol import Observer
 from worker.settings import Settings
@@ -14,6 +16,21 @@ NO_OBSERVER_MESSAGE = (
     "(any OpenAI-compatible server works, e.g. Ollama at http://localhost:11434/v1), "
     "plus MEMQ_MODEL to choose the model"
 )
+
+
+def checked_base_url(variable: str, url: str | None) -> str | None:
+    """An observer base URL the SDKs can use; ConfigError naming the problem, never a secret."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{variable} must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        # The SDKs would send the credentials nowhere useful and log the URL in errors.
+        raise ConfigError(
+            f"{variable} must not carry user:password@ credentials: set the API key variable"
+        )
+    return url
 
 
 def build_observer(settings: Settings) -> Observer:
@@ -30,7 +47,7 @@ def build_observer(settings: Settings) -> Observer:
 
         return AnthropicObserver(
             api_key=settings.anthropic_api_key.reveal(),
-            base_url=settings.anthropic_base_url,
+            base_url=checked_base_url("ANTHROPIC_BASE_URL", settings.anthropic_base_url),
             model=model,
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
@@ -41,7 +58,7 @@ def build_observer(settings: Settings) -> Observer:
     key = settings.openai_api_key
     return OpenAIObserver(
         api_key=key.reveal() if key is not None else None,
-        base_url=settings.openai_base_url,
+        base_url=checked_base_url("OPENAI_BASE_URL", settings.openai_base_url),
         model=model,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,

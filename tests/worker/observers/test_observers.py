@@ -567,3 +567,22 @@ def test_factory_without_a_provider_says_what_to_set() -> None:
 def test_factory_anthropic_without_key_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="ANTHROPIC_API_KEY"):
         build_observer(load_settings({"MEMQ_OBSERVER": "anthropic"}))
+
+
+@pytest.mark.parametrize(
+    ("environ", "reason"),
+    [
+        ({"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "https://u:S3cretPw@proxy.example"},
+         "ANTHROPIC_BASE_URL must not carry user:password@"),
+        ({"OPENAI_BASE_URL": "http://svc:S3cretPw@127.0.0.1:1/v1"},
+         "OPENAI_BASE_URL must not carry user:password@"),
+        ({"OPENAI_BASE_URL": "localhost:11434/v1"}, "OPENAI_BASE_URL must be an http:// or"),
+    ],
+)  # fmt: skip
+def test_factory_refuses_a_base_url_it_cannot_use_without_echoing_secrets(
+    environ: dict[str, str], reason: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_observer(load_settings(environ))
+    assert str(caught.value).startswith(reason)
+    assert "S3cretPw" not in str(caught.value)
