@@ -57,16 +57,20 @@ FINAL_MESSAGE = (
 class Recorder:
     """Runs tool calls for real and collects them as events with a plausible clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Path = REPO, session: str = SESSION, project: str = "memq") -> None:
         self.events: list[Event] = []
         self.clock = START
+        self.root = root
+        self.session = session
+        self.project = project
 
     def _id(self) -> str:
         return f"corpus-{len(self.events) + 1:04d}"
 
     def prompt(self, text: str, number: int) -> None:
         self.clock += timedelta(seconds=20)
-        self.events.append(Prompt(event_id=self._id(), memory_session_id=SESSION, project="memq",
+        self.events.append(Prompt(event_id=self._id(), memory_session_id=self.session,
+                                  project=self.project,
                                   occurred_at=self.clock, agent="claude-code",
                                   prompt_text=text, prompt_number=number))  # fmt: skip
 
@@ -74,25 +78,25 @@ class Recorder:
         self.clock += timedelta(seconds=round(4 + seconds, 1))
         digest = hashlib.sha256(f"{len(self.events)}{name}{tool_input}".encode()).hexdigest()
         self.events.append(ToolCall(
-            event_id=self._id(), memory_session_id=SESSION, project="memq",
+            event_id=self._id(), memory_session_id=self.session, project=self.project,
             occurred_at=self.clock, agent="claude-code", tool_name=name, tool_input=tool_input,
-            tool_output=output, cwd=str(REPO), tool_use_id=f"toolu_01{digest[:22]}",
+            tool_output=output, cwd=str(self.root), tool_use_id=f"toolu_01{digest[:22]}",
         ))  # fmt: skip
 
     def read(self, path: str, offset: int = 0, limit: int | None = None) -> None:
-        lines = (REPO / path).read_text(errors="replace").splitlines()
+        lines = (self.root / path).read_text(errors="replace").splitlines()
         end = min(len(lines), offset + (limit or READ_MAX_LINES))
         shown = "\n".join(
             f"{n + 1:>6}→{lines[n][:READ_MAX_LINE_CHARS]}" for n in range(offset, end)
         )
-        tool_input: dict[str, Any] = {"file_path": str(REPO / path)}
+        tool_input: dict[str, Any] = {"file_path": str(self.root / path)}
         if offset or limit:
             tool_input |= {"offset": offset + 1, "limit": limit or READ_MAX_LINES}
         self.tool("Read", tool_input, shown, 0.1)
 
     def bash(self, command: str, description: str) -> None:
         started = time.monotonic()
-        done = subprocess.run(command, shell=True, cwd=REPO, capture_output=True, text=True,
+        done = subprocess.run(command, shell=True, cwd=self.root, capture_output=True, text=True,
                               timeout=300, env=_bash_env(), check=False)  # fmt: skip
         seconds = time.monotonic() - started
         output = {
@@ -109,9 +113,11 @@ class Recorder:
         flag = "-rnE" if content else "-rlE"
         excludes = [f"--exclude-dir={d}" for d in sorted(_SKIP_DIRS)] + ["--exclude=make_corpus.py"]
         args = ["grep", flag, f"--include={glob}", *excludes, "--", pattern, path]
-        found = subprocess.run(args, cwd=REPO, capture_output=True, text=True, check=False).stdout
+        found = subprocess.run(args, cwd=self.root, capture_output=True, text=True,
+                               check=False).stdout  # fmt: skip
         lines = sorted(line.removeprefix("./") for line in found.splitlines())
-        tool_input: dict[str, Any] = {"pattern": pattern, "path": str(REPO / path), "glob": glob}
+        tool_input: dict[str, Any] = {"pattern": pattern, "path": str(self.root / path),
+                                      "glob": glob}  # fmt: skip
         if content:
             tool_input |= {"output_mode": "content", "-n": True}
             output: dict[str, Any] = {
@@ -119,34 +125,38 @@ class Recorder:
                 "content": "\n".join(lines), "numLines": len(lines),
             }  # fmt: skip
         else:
-            files = [str(REPO / f) for f in lines]
+            files = [str(self.root / f) for f in lines]
             output = {"mode": "files_with_matches", "filenames": files, "numFiles": len(files)}
         self.tool("Grep", tool_input, output, 0.2)
 
     def glob(self, pattern: str) -> None:
-        files = sorted(str(p) for p in REPO.glob(pattern) if not _skipped(p))
+        files = sorted(str(p) for p in self.root.glob(pattern) if not _skipped(p, self.root))
         output = {"filenames": files[:100], "durationMs": 14, "numFiles": min(len(files), 100),
                   "truncated": len(files) > 100}  # fmt: skip
         self.tool("Glob", {"pattern": pattern}, output, 0.1)
 
     def edit(self, path: str, old: str, new: str) -> None:
-        text = (REPO / path).read_text()
+        text = (self.root / path).read_text()
         if text.count(old) != 1:
             raise SystemExit(f"edit snippet is not unique in {path}: {old!r}")
         patch = _hunks(text, text.replace(old, new))
-        tool_input = {"file_path": str(REPO / path), "old_string": old, "new_string": new}
-        output = {"filePath": str(REPO / path), "oldString": old, "newString": new,
+        file_path = str(self.root / path)
+        tool_input = {"file_path": file_path, "old_string": old, "new_string": new}
+        output = {"filePath": file_path, "oldString": old, "newString": new,
                   "structuredPatch": patch, "userModified": False, "replaceAll": False}  # fmt: skip
         self.tool("Edit", tool_input, output, 1.0)
 
-    def summarize(self) -> None:
+    def summarize(self, message: str = FINAL_MESSAGE, *, end: bool = True) -> None:
         self.clock += timedelta(seconds=30)
-        self.events.append(Summarize(event_id=self._id(), memory_session_id=SESSION,
-                                     project="memq", occurred_at=self.clock, agent="claude-code",
-                                     last_assistant_message=FINAL_MESSAGE))  # fmt: skip
+        self.events.append(Summarize(event_id=self._id(), memory_session_id=self.session,
+                                     project=self.project, occurred_at=self.clock,
+                                     agent="claude-code",
+                                     last_assistant_message=message))  # fmt: skip
+        if not end:
+            return
         self.clock += timedelta(minutes=2)
-        self.events.append(End(event_id=self._id(), memory_session_id=SESSION, project="memq",
-                               occurred_at=self.clock, agent="claude-code",
+        self.events.append(End(event_id=self._id(), memory_session_id=self.session,
+                               project=self.project, occurred_at=self.clock, agent="claude-code",
                                reason="prompt_input_exit"))  # fmt: skip
 
 
@@ -161,8 +171,8 @@ def _cap(text: str) -> str:
     return text[:BASH_MAX_CHARS] + f"\n\n... [{len(text) - BASH_MAX_CHARS} characters truncated]"
 
 
-def _skipped(path: Path) -> bool:
-    return any(part in _SKIP_DIRS for part in path.relative_to(REPO).parts)
+def _skipped(path: Path, root: Path = REPO) -> bool:
+    return any(part in _SKIP_DIRS for part in path.relative_to(root).parts)
 
 
 def _hunks(before: str, after: str) -> list[dict[str, Any]]:
@@ -185,7 +195,12 @@ def _hunks(before: str, after: str) -> list[dict[str, Any]]:
 
 def docstring_edits(path: str, limit: int) -> Iterator[tuple[str, str]]:
     """Real one-line docstrings of a file with a reworded replacement (old, new)."""
-    text = (REPO / path).read_text()
+    return docstring_edits_in(REPO / path, limit)
+
+
+def docstring_edits_in(path: Path, limit: int) -> Iterator[tuple[str, str]]:
+    """`docstring_edits` for a file anywhere."""
+    text = path.read_text()
     found = re.findall(r'^( +)"""([^"\n]{20,90})"""$', text, re.M)
     seen = 0
     for indent, doc in found:
