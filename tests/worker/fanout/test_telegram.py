@@ -356,11 +356,19 @@ async def test_at_names_resolve_to_ids_at_startup_and_only_those_ids_are_answere
     assert (resolved.__dict__["chat"], resolved.__dict__["chat_id"]) == ("@devs", -100500)
 
 
-async def test_an_at_name_the_bot_api_cannot_find_is_refused_naming_it(
-    tmp_path: Path, redis_url: str, fake_telegram: FakeTelegram
+@pytest.mark.parametrize(
+    ("chats", "message"),
+    [
+        ("111,@nobody", "MEMQ_TELEGRAM_CHAT_IDS holds @nobody, which the Bot API does not show"),
+        ("@devs,-100500", "MEMQ_TELEGRAM_CHAT_IDS names chat -100500 twice (@devs and -100500)"),
+    ],
+)
+async def test_chat_entries_that_resolve_to_no_chat_or_a_listed_one_are_refused(
+    tmp_path: Path, redis_url: str, fake_telegram: FakeTelegram, chats: str, message: str
 ) -> None:
-    settings = _settings(tmp_path, redis_url, fake_telegram, telegram_chat_ids="111,@nobody")
-    with pytest.raises(ConfigError, match="MEMQ_TELEGRAM_CHAT_IDS holds @nobody"):
+    settings = _settings(tmp_path, redis_url, fake_telegram, telegram_chat_ids=chats)
+    fake_telegram.add_chat(-100500, "devs")
+    with pytest.raises(ConfigError, match=re.escape(message)):
         await run_telegram(settings, stop=asyncio.Event(), tuning=FAST)
     assert fake_telegram.sent == []
 

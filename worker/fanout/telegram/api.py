@@ -64,23 +64,30 @@ async def resolve_chats(bot: Bot, chats: Sequence[str]) -> dict[str, int]:
     """Each MEMQ_TELEGRAM_CHAT_IDS entry's numeric id; @names are looked up once (getChat)."""
     resolved: dict[str, int] = {}
     for entry in chats:
-        if not entry.startswith("@"):
-            resolved[entry] = int(entry)
-            continue
-        try:
-            chat = await bot.get_chat(entry)
-        except (BadRequest, Forbidden) as e:
+        chat_id = int(entry) if not entry.startswith("@") else await _look_up(bot, entry)
+        twin = next((e for e, known in resolved.items() if known == chat_id), None)
+        if twin is not None:  # two cursors on one chat would send it every row twice
             raise ConfigError(
-                f"MEMQ_TELEGRAM_CHAT_IDS holds {entry}, which the Bot API does not show this bot"
-                f" ({mask_token(str(e), bot.token)}): add the bot to it or give its numeric id"
-            ) from e
-        except TelegramError as e:
-            raise TelegramUnavailableError(
-                f"cannot look up {entry} on the Telegram Bot API: {mask_token(str(e), bot.token)}"
-            ) from e
-        logger.info("Telegram chat resolved", extra={"chat": entry, "chat_id": chat.id})
-        resolved[entry] = chat.id
+                f"MEMQ_TELEGRAM_CHAT_IDS names chat {chat_id} twice ({twin} and {entry}): keep one"
+            )
+        resolved[entry] = chat_id
     return resolved
+
+
+async def _look_up(bot: Bot, entry: str) -> int:
+    try:
+        chat = await bot.get_chat(entry)
+    except (BadRequest, Forbidden) as e:
+        raise ConfigError(
+            f"MEMQ_TELEGRAM_CHAT_IDS holds {entry}, which the Bot API does not show this bot"
+            f" ({mask_token(str(e), bot.token)}): add the bot to it or give its numeric id"
+        ) from e
+    except TelegramError as e:
+        raise TelegramUnavailableError(
+            f"cannot look up {entry} on the Telegram Bot API: {mask_token(str(e), bot.token)}"
+        ) from e
+    logger.info("Telegram chat resolved", extra={"chat": entry, "chat_id": chat.id})
+    return chat.id
 
 
 def mask_token(text: str, token: str) -> str:
