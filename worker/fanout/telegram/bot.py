@@ -99,9 +99,8 @@ class TelegramSender:
 
 
 class TelegramFanout:
-    """One feed consumer per allow-listed chat (its own cursor), sharing the rate limits.
-
-    `chats` maps each MEMQ_TELEGRAM_CHAT_IDS entry (its cursor's name) to the id sent to."""
+    """One feed consumer per allow-listed chat, sharing the rate limits; `chats` maps each
+    MEMQ_TELEGRAM_CHAT_IDS entry (its cursor's name) to the chat id it sends to."""
 
     def __init__(
         self,
@@ -178,8 +177,7 @@ def retry_after_notice(
 
 
 def is_allowed(update: Update, chat_ids: Collection[int]) -> bool:
-    """True when the update comes from an allow-listed chat, by numeric id only.
-
-    A @username can change owner; the ids the names resolved to at startup cannot."""
+    """True when the update comes from an allow-listed chat id (a @username can change owner;
+    the id it resolved to at startup cannot)."""
     chat = update.effective_chat
     return chat is not None and chat.id in chat_ids
