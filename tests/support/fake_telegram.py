@@ -1,9 +1,10 @@
-"""A loopback fake of the Telegram Bot API (getMe, sendMessage, getUpdates) that records sends.
+"""A loopback fake of the Bot API (getMe, getChat, sendMessage, getUpdates) that records sends.
 
 A stdlib ThreadingHTTPServer in a daemon thread. `sendMessage` checks what Telegram checks
 (HTML parse mode: known tags only, balanced, `&` escaped; at most 4,096 characters after
 parsing). `fail_next()` queues error answers (a 429 with `retry_after`, a 5xx, …) served to
-the next sendMessage calls; `push_update()` queues a chat message for getUpdates.
+the next sendMessage calls (to one chat, or any); `push_update()` queues a chat message for
+getUpdates; `add_chat()` names a chat for getChat.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class Failure(msgspec.Struct, frozen=True, kw_only=True):
     status: int
     description: str = "Internal Server Error"
     retry_after: int | None = None
+    chat_id: str | None = None  # served only to a sendMessage to this chat; None: to any
 
 
 class Refusal(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,6 +71,7 @@ class FakeTelegram:
         self._refused: list[Refusal] = []
         self._updates: list[dict[str, Any]] = []
         self._calls: list[str] = []
+        self._chats: dict[str, dict[str, Any]] = {}
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -102,6 +105,19 @@ class FakeTelegram:
         """Answer the next sendMessage calls with these errors, in order."""
         with self._lock:
             self._failures.extend(failures)
+
+    def add_chat(self, chat_id: int, username: str) -> None:
+        """A chat getChat finds by `@username` (or its id)."""
+        chat = {
+            "id": chat_id,
+            "type": "channel",
+            "title": username,
+            "username": username,
+            "accent_color_id": 0,  # getChat answers a ChatFullInfo, which requires these two
+            "max_reaction_count": 11,
+        }
+        with self._lock:
+            self._chats[f"@{username}"] = self._chats[str(chat_id)] = chat
 
     def push_update(self, chat_id: int, text: str, *, username: str | None = None) -> int:
         """Queue a text message from a chat for getUpdates; returns its update_id."""
@@ -147,6 +163,16 @@ class FakeTelegram:
             return 200, _ok(
                 {"id": 42, "is_bot": True, "first_name": "memq", "username": "memq_bot"}
             )
+        if method == "getChat":
+            with self._lock:
+                chat = self._chats.get(str(params.get("chat_id", "")))
+            if chat is None:
+                return 400, {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: chat not found",
+                }
+            return 200, _ok(chat)
         if method == "sendMessage":
             return self._send_message(params)
         if method == "getUpdates":
@@ -158,7 +184,8 @@ class FakeTelegram:
         text = str(params.get("text", ""))
         parse_mode = params.get("parse_mode")
         with self._lock:
-            failure = self._failures.pop(0) if self._failures else None
+            due = (n for n, f in enumerate(self._failures) if f.chat_id in (None, chat_id))
+            failure = self._failures.pop(found) if (found := next(due, None)) is not None else None
         if failure is not None:
             return self._refuse(chat_id, failure.status, failure.description, failure.retry_after)
         problem = check_html(text) if parse_mode == "HTML" else None

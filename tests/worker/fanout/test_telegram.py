@@ -7,6 +7,7 @@ import html
 import itertools
 import logging
 import re
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,9 +19,11 @@ import redis.asyncio as aioredis
 from tests.support.fake_telegram import Failure, FakeTelegram, check_html
 from tests.support.fake_telegram import fake_telegram_fixture as fake_telegram_fixture
 from tests.support.feed_rows import announce, fake_row, observation, store_rows
+from tests.support.ingest import REPO, console_script, subprocess_env
 from worker.cli.commands.telegram import TelegramTuning, run_telegram
 from worker.errors import ConfigError
-from worker.fanout.telegram.bot import RateLimiter, allowed_chats, build_bot
+from worker.fanout.telegram.api import bot_token, mask_token
+from worker.fanout.telegram.bot import allowed_chats
 from worker.fanout.telegram.format import RowFilter, render_row, telegram_length
 from worker.keys import Keys
 from worker.settings import Settings, load_settings
@@ -28,7 +31,9 @@ from worker.storage.records import StoredRow
 from worker.storage.sqlite.store import SqliteStore
 
 CHATS = ("111", "-100222")
-FAST = TelegramTuning(per_chat_s=0.02, retry_base_s=0.01, poll_timeout_s=1, start="beginning")
+FAST = TelegramTuning(
+    per_chat_s=0.02, group_per_min=0, retry_base_s=0.01, poll_timeout_s=1, start="beginning"
+)
 EMOJI = {"security_alert": "⚠", "discovery": "○"}
 
 
@@ -102,7 +107,7 @@ def test_bad_telegram_settings_are_refused_with_the_variable_named(
 
     def check_all() -> None:
         allowed_chats(settings)
-        build_bot(settings)
+        bot_token(settings)
         RowFilter.parse(settings.telegram_types, settings.telegram_concepts)
 
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -241,13 +246,19 @@ async def test_each_chat_gets_at_most_one_message_per_interval(
     assert max(everything) - min(everything) < 1.2  # side by side; one after the other is 1.5 s
 
 
-async def test_the_overall_rate_is_capped_per_second() -> None:
-    limiter = RateLimiter(per_chat_s=0, global_per_s=10)
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    for n in range(11):
-        await limiter.acquire(f"chat{n}")
-    assert loop.time() - start >= 1.0  # 10 at once, the 11th a second after the first
+async def test_the_overall_rate_is_capped_per_second(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, fake_telegram: FakeTelegram
+) -> None:
+    settings = _settings(tmp_path, redis_url, fake_telegram)
+    store = SqliteStore(tmp_path / "memq.db")
+    rows = [fake_row(n, type="security_alert") for n in range(1, 7)]
+    await announce(redis, Keys("tg"), store, rows)
+    async with _running(settings, msgspec.structs.replace(FAST, global_per_s=5)):
+        await _sent(fake_telegram, 12)
+    await store.aclose()
+    times = sorted(m.at for m in fake_telegram.sent)
+    # A burst of 5, then 5 a second: the 12th goes 1.4 s after the first (0.1 s uncapped).
+    assert times[-1] - times[0] >= 1.3
 
 
 async def test_commands_are_answered_only_in_allow_listed_chats_and_only_once(
@@ -282,3 +293,134 @@ async def test_commands_are_answered_only_in_allow_listed_chats_and_only_once(
     assert "Login token leaks into logs" in found
     assert "Cache warmed" not in found
     assert "pending" in stats
+
+
+async def _refused(fake: FakeTelegram, count: int, timeout_s: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while len(fake.refused) < count:
+        if loop.time() > deadline:
+            raise TimeoutError(f"fake Telegram refused {len(fake.refused)} of {count} messages")
+        await asyncio.sleep(0.01)
+
+
+async def test_a_429_to_one_chat_pauses_the_sends_to_every_chat(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, fake_telegram: FakeTelegram
+) -> None:
+    settings = _settings(tmp_path, redis_url, fake_telegram)
+    store = SqliteStore(tmp_path / "memq.db")
+    fake_telegram.fail_next(
+        Failure(status=429, description="Too Many Requests", retry_after=1, chat_id="111")
+    )
+    await announce(redis, Keys("tg"), store, [fake_row(1, type="security_alert")])
+    async with _running(settings):
+        await _refused(fake_telegram, 1)
+        # Asked only once chat 111 got its 429: the reply to -100222 must wait it out too.
+        fake_telegram.push_update(-100222, "/stats")
+        await _sent(fake_telegram, 3)
+    await store.aclose()
+    (refusal,) = fake_telegram.refused
+    (reply,) = [m for m in fake_telegram.sent if "memq stats" in m.text]
+    (retried,) = [m for m in fake_telegram.sent if m.chat_id == "111"]
+    assert refusal.chat_id == "111"
+    assert reply.chat_id == "-100222"
+    assert reply.at - refusal.at >= 1.0
+    assert retried.at - refusal.at >= 1.0
+
+
+async def test_at_names_resolve_to_ids_at_startup_and_only_those_ids_are_answered(
+    tmp_path: Path,
+    redis_url: str,
+    redis: aioredis.Redis,
+    fake_telegram: FakeTelegram,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = _settings(tmp_path, redis_url, fake_telegram, telegram_chat_ids="@devs,111")
+    fake_telegram.add_chat(-100500, "devs")
+    store = SqliteStore(tmp_path / "memq.db")
+    await announce(redis, Keys("tg"), store, [fake_row(1, type="security_alert")])
+    # Another chat that now carries the listed @username: ignored.
+    fake_telegram.push_update(-100999, "/stats", username="devs")
+    fake_telegram.push_update(-100500, "/stats")
+    with caplog.at_level(logging.INFO):
+        async with _running(settings):
+            await _sent(fake_telegram, 3)
+            await asyncio.sleep(0.3)  # nothing else may arrive
+    await store.aclose()
+    assert sorted(m.chat_id for m in fake_telegram.sent) == ["-100500", "-100500", "111"]
+    assert [m.chat_id for m in fake_telegram.sent if "memq stats" in m.text] == ["-100500"]
+    assert fake_telegram.calls.count("getChat") == 1
+    counted = await redis.hgetall(Keys("tg").fanout_stats("telegram"))
+    assert counted[b"ignored_chat"] == b"1"
+    (resolved,) = [r for r in caplog.records if r.getMessage() == "Telegram chat resolved"]
+    assert (resolved.__dict__["chat"], resolved.__dict__["chat_id"]) == ("@devs", -100500)
+
+
+@pytest.mark.parametrize(
+    ("chats", "message"),
+    [
+        ("111,@nobody", "MEMQ_TELEGRAM_CHAT_IDS holds @nobody, which the Bot API does not show"),
+        ("@devs,-100500", "MEMQ_TELEGRAM_CHAT_IDS names chat -100500 twice (@devs and -100500)"),
+    ],
+)
+async def test_chat_entries_that_resolve_to_no_chat_or_a_listed_one_are_refused(
+    tmp_path: Path, redis_url: str, fake_telegram: FakeTelegram, chats: str, message: str
+) -> None:
+    settings = _settings(tmp_path, redis_url, fake_telegram, telegram_chat_ids=chats)
+    fake_telegram.add_chat(-100500, "devs")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        await run_telegram(settings, stop=asyncio.Event(), tuning=FAST)
+    assert fake_telegram.sent == []
+
+
+def test_memq_telegram_never_prints_a_refused_token(
+    tmp_path: Path, redis_url: str, fake_telegram: FakeTelegram
+) -> None:
+    token = "987654:refused-Token_value"
+    env = subprocess_env(
+        tmp_path,
+        redis_url,
+        PYTHONPATH=str(REPO),
+        MEMQ_TELEGRAM_TOKEN=token,
+        MEMQ_TELEGRAM_API_URL=fake_telegram.url,
+        MEMQ_TELEGRAM_CHAT_IDS="111",
+    )
+    done = subprocess.run(
+        [console_script(), "telegram"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 2
+    assert "MEMQ_TELEGRAM_TOKEN was refused by the Bot API" in done.stderr
+    assert "***" in done.stderr
+    assert token not in done.stdout + done.stderr
+    assert token.split(":")[1] not in done.stdout + done.stderr
+
+
+def test_log_lines_show_the_bot_api_url_with_the_token_masked() -> None:
+    from io import StringIO
+
+    from telegram.error import InvalidToken
+
+    from worker.fanout.telegram.api import TokenMask
+    from worker.logs import formatter
+
+    token = "123:abc-DEF"
+    url = f"https://api.telegram.org/bot{token}/getMe"
+    out = StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter("console", out))
+    handler.addFilter(TokenMask(token))
+    log = logging.getLogger("tests.telegram.mask")
+    log.addHandler(handler)
+    try:
+        log.warning("HTTP Request: POST %s", url, extra={"url": url})
+        try:
+            raise InvalidToken(f"The token `{token}` was rejected by the server.")
+        except InvalidToken:
+            log.exception("getMe failed")
+    finally:
+        log.removeHandler(handler)
+    text = out.getvalue()
+    assert token not in text
+    assert "/bot***/getMe" in text
+    assert "The token `***` was rejected" in text
+    assert mask_token(f"/bot{token}/x", token) == "/bot***/x"

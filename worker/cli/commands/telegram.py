@@ -16,7 +16,9 @@ class TelegramTuning(msgspec.Struct, frozen=True, kw_only=True):
     """Limits and timings (Telegram's own by default; tests shorten them)."""
 
     per_chat_s: float = 1.0
-    global_per_s: int = 30
+    global_per_s: float = 30
+    group_per_min: float = 20  # Telegram's cap for one group or channel; 0: none
+    max_rate_limited: int = 20  # 429s waited out for one message before it is given up
     max_attempts: int = 8  # 1 + 2 + 4 + … s: rides out about two minutes of 5xx
     retry_base_s: float = 1.0
     retry_max_s: float = 60.0
@@ -33,12 +35,16 @@ def register(app: typer.Typer) -> None:
 def telegram() -> None:
     """Send each stored row that passes MEMQ_TELEGRAM_TYPES/_CONCEPTS to MEMQ_TELEGRAM_CHAT_IDS."""
     from worker.cli.exits import settings_from_environment
+    from worker.fanout.telegram.api import TokenMask
     from worker.logs import configure_logging
 
     settings = settings_from_environment()
     configure_logging(settings.log_format)
     # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if settings.telegram_token is not None:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(TokenMask(settings.telegram_token.reveal()))
     asyncio.run(run_telegram(settings))
 
 
@@ -48,45 +54,67 @@ async def run_telegram(
     """Run until SIGINT/SIGTERM (or until `stop` is set); each chat finishes its row in hand."""
     from pipeline.mode_files import load_mode
     from worker.connect.redis_client import connect_redis
-    from worker.fanout.telegram.bot import (
-        RateLimiter,
-        TelegramFanout,
-        TelegramSender,
-        allowed_chats,
+    from worker.fanout.telegram.api import (
+        bot_token,
         build_bot,
-        redis_counter,
+        resolve_chats,
         start_bot,
         stop_bot,
     )
+    from worker.fanout.telegram.bot import (
+        TelegramFanout,
+        TelegramSender,
+        allowed_chats,
+        redis_counter,
+        retry_after_notice,
+    )
     from worker.fanout.telegram.commands import TelegramCommands
     from worker.fanout.telegram.format import RowFilter
+    from worker.fanout.telegram.pacing import ChatPacedLimiter
     from worker.keys import Keys
     from worker.storage.factory import open_store
 
     tuning = tuning or TelegramTuning()
     chats = allowed_chats(settings)
     row_filter = RowFilter.parse(settings.telegram_types, settings.telegram_concepts)
-    bot = build_bot(settings)
+    bot_token(settings)  # refused before anything is connected
     mode = await asyncio.to_thread(load_mode, settings.mode, extra_dirs=settings.extra_modes_dirs)
     emoji = {t.id: t.emoji for t in mode.observation_types}
     stop = stop or _stop_on_signals()
     redis = await connect_redis(settings)
     store = open_store(settings)
+    keys = Keys(settings.prefix)
+    count = redis_counter(redis, keys)
+    limiter = ChatPacedLimiter(
+        per_chat_s=tuning.per_chat_s,
+        overall_per_s=tuning.global_per_s,
+        group_per_min=tuning.group_per_min,
+        max_retries=tuning.max_rate_limited,
+        on_retry_after=retry_after_notice(count),
+    )
+    bot = build_bot(settings, limiter)
     try:
         await start_bot(bot)
-        keys = Keys(settings.prefix)
-        limiter = RateLimiter(per_chat_s=tuning.per_chat_s, global_per_s=tuning.global_per_s)
+        chat_ids = await resolve_chats(bot, chats)
         sender = TelegramSender(
             bot,
-            limiter,
-            redis_counter(redis, keys),
+            count,
             max_attempts=tuning.max_attempts,
             retry_base_s=tuning.retry_base_s,
             retry_max_s=tuning.retry_max_s,
         )
-        fanout = TelegramFanout(redis, keys, sender, chats, row_filter, emoji, start=tuning.start)
+        fanout = TelegramFanout(
+            redis, keys, sender, chat_ids, row_filter, emoji, start=tuning.start
+        )
         commands = TelegramCommands(
-            bot, sender, store, redis, keys, chats, emoji, poll_timeout_s=tuning.poll_timeout_s
+            bot,
+            sender,
+            store,
+            redis,
+            keys,
+            set(chat_ids.values()),
+            emoji,
+            poll_timeout_s=tuning.poll_timeout_s,
         )
         delivering = asyncio.create_task(fanout.run())
         answering = asyncio.create_task(commands.run()) if tuning.commands else None

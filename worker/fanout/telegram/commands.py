@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping
 from typing import cast
 
 from redis.asyncio import Redis
@@ -12,13 +12,11 @@ from redis.exceptions import RedisError
 from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
 
-from worker.fanout.telegram.bot import (
-    STATS_CONSUMER,
-    TelegramSender,
-    is_allowed,
-    retry_after_seconds,
-)
+from worker.backoff import backoff_s
+from worker.fanout.telegram.api import mask_token
+from worker.fanout.telegram.bot import STATS_CONSUMER, TelegramSender, is_allowed
 from worker.fanout.telegram.format import Block, escape, split_blocks
+from worker.fanout.telegram.pacing import retry_after_seconds
 from worker.keys import Keys
 from worker.ops.stats import collect_stats
 from worker.search.hybrid import BadQueryError, search
@@ -35,7 +33,7 @@ _SHOWN = 5
 
 
 class TelegramCommands:
-    """Answers commands from allow-listed chats; every other chat is ignored (and counted)."""
+    """Answers commands from allow-listed chat ids; every other chat is ignored (and counted)."""
 
     def __init__(
         self,
@@ -44,7 +42,7 @@ class TelegramCommands:
         store: Store,
         redis: Redis,
         keys: Keys,
-        chats: Sequence[str],
+        chat_ids: Collection[int],
         emoji: Mapping[str, str],
         *,
         poll_timeout_s: float = 25.0,
@@ -54,7 +52,7 @@ class TelegramCommands:
         self.store = store
         self.redis = redis
         self.keys = keys
-        self.chats = chats
+        self.chat_ids = chat_ids
         self.emoji = emoji
         self.poll_timeout_s = poll_timeout_s
 
@@ -75,8 +73,9 @@ class TelegramCommands:
                 continue
             except TelegramError as e:  # another poller (409), network errors, 5xx
                 failures += 1
-                logger.warning("getUpdates failed", extra={"error": str(e), "attempt": failures})
-                await asyncio.sleep(min(60.0, 0.5 * 2**failures))
+                error = mask_token(str(e), self.bot.token)
+                logger.warning("getUpdates failed", extra={"error": error, "attempt": failures})
+                await asyncio.sleep(backoff_s(failures + 1, base_s=0.5, max_s=60.0, jitter=False))
                 continue
             for update in updates:
                 offset = update.update_id + 1
@@ -88,11 +87,11 @@ class TelegramCommands:
         message = update.message
         if message is None or not message.text or not message.text.startswith("/"):
             return
-        if not is_allowed(update, self.chats):
+        if not is_allowed(update, self.chat_ids):
             logger.info("command from a chat not on the allow-list ignored")
             await self.sender.count("ignored_chat")
             return
-        chat = str(message.chat.id)
+        chat = message.chat.id
         command, _, argument = message.text.partition(" ")
         name = command[1:].split("@", 1)[0].lower()
         try:

@@ -1,0 +1,121 @@
+"""Reaching the Bot API: the bot, its start and stop, chat ids, and the token kept out of text."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import traceback
+from collections.abc import Sequence
+from urllib.parse import quote
+
+from telegram import Bot
+from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
+from telegram.ext import ExtBot
+
+from worker.errors import ConfigError, WorkerError
+from worker.fanout.telegram.pacing import ChatPacedLimiter
+from worker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+class TelegramUnavailableError(WorkerError):
+    """The Bot API could not be reached."""
+
+
+def bot_token(settings: Settings) -> str:
+    """MEMQ_TELEGRAM_TOKEN; ConfigError when it is not set."""
+    if settings.telegram_token is None:
+        raise ConfigError("MEMQ_TELEGRAM_TOKEN is not set: give the token @BotFather issued")
+    return settings.telegram_token.reveal()
+
+
+def build_bot(settings: Settings, limiter: ChatPacedLimiter) -> ExtBot[int]:
+    """A bot on MEMQ_TELEGRAM_API_URL whose every request goes through `limiter`."""
+    token = bot_token(settings)
+    # Opt in to PTB's coming timedelta periods: the int form warns on every 429 (RetryAfter).
+    os.environ.setdefault("PTB_TIMEDELTA", "true")
+    base = settings.telegram_api_url.rstrip("/")
+    return ExtBot(token, base_url=f"{base}/bot", rate_limiter=limiter)
+
+
+async def start_bot(bot: Bot) -> None:
+    """Initialize the bot (getMe); ConfigError for a refused token, unreachable otherwise."""
+    try:
+        await bot.initialize()
+    except InvalidToken as e:
+        raise ConfigError(
+            f"MEMQ_TELEGRAM_TOKEN was refused by the Bot API: {mask_token(str(e), bot.token)}"
+        ) from e
+    except TelegramError as e:
+        raise TelegramUnavailableError(
+            f"cannot reach the Telegram Bot API: {mask_token(str(e), bot.token)}"
+        ) from e
+
+
+async def stop_bot(bot: Bot) -> None:
+    """Close the bot's HTTP clients."""
+    with contextlib.suppress(TelegramError):
+        await bot.shutdown()
+
+
+async def resolve_chats(bot: Bot, chats: Sequence[str]) -> dict[str, int]:
+    """Each MEMQ_TELEGRAM_CHAT_IDS entry's numeric id; @names are looked up once (getChat)."""
+    resolved: dict[str, int] = {}
+    for entry in chats:
+        chat_id = int(entry) if not entry.startswith("@") else await _look_up(bot, entry)
+        twin = next((e for e, known in resolved.items() if known == chat_id), None)
+        if twin is not None:  # two cursors on one chat would send it every row twice
+            raise ConfigError(
+                f"MEMQ_TELEGRAM_CHAT_IDS names chat {chat_id} twice ({twin} and {entry}): keep one"
+            )
+        resolved[entry] = chat_id
+    return resolved
+
+
+async def _look_up(bot: Bot, entry: str) -> int:
+    try:
+        chat = await bot.get_chat(entry)
+    except (BadRequest, Forbidden) as e:
+        raise ConfigError(
+            f"MEMQ_TELEGRAM_CHAT_IDS holds {entry}, which the Bot API does not show this bot"
+            f" ({mask_token(str(e), bot.token)}): add the bot to it or give its numeric id"
+        ) from e
+    except TelegramError as e:
+        raise TelegramUnavailableError(
+            f"cannot look up {entry} on the Telegram Bot API: {mask_token(str(e), bot.token)}"
+        ) from e
+    logger.info("Telegram chat resolved", extra={"chat": entry, "chat_id": chat.id})
+    return chat.id
+
+
+def mask_token(text: str, token: str) -> str:
+    """`text` with the bot token (plain or URL-quoted) as `***`: `/bot<token>/` → `/bot***/`."""
+    if not token:
+        return text
+    return text.replace(token, "***").replace(quote(token, safe=""), "***")
+
+
+class TokenMask(logging.Filter):
+    """Masks the bot token in every record a handler writes (Bot API URLs and errors hold it)."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__()
+        self.token = token
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.token:
+            return True
+        message = record.getMessage()
+        if self.token in message:
+            record.msg, record.args = mask_token(message, self.token), ()
+        for name, value in list(vars(record).items()):
+            if name != "msg" and isinstance(value, str) and self.token in value:
+                setattr(record, name, mask_token(value, self.token))
+        if record.exc_info and record.exc_info[1] is not None:
+            text = "".join(traceback.format_exception(record.exc_info[1]))
+            if self.token in text:  # the formatters print exc_info as is: show a masked copy
+                record.exc_info = None
+                setattr(record, "exc", mask_token(text, self.token))  # noqa: B010
+        return True
