@@ -251,6 +251,12 @@ async def test_a_session_id_with_a_slash_opens_its_page_from_its_link(
     assert [e["row"]["title"] for e in timeline] == ["A1"]
 
 
+@pytest.mark.parametrize("path", ["/sessions/", "/api/sessions/"])
+async def test_an_empty_session_id_is_no_page(base_url: str, path: str) -> None:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        assert (await client.get(path)).status_code == 404
+
+
 async def test_events_carry_the_row_encoded_afresh_never_the_stored_bytes(
     base_url: str, redis: aioredis.Redis
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 from redis.asyncio import Redis
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
@@ -110,7 +111,7 @@ def build_app(deps: UiDeps) -> Starlette:
         return HTMLResponse(html)
 
     async def session(request: Request) -> Response:
-        sid = no_nul(request.path_params["sid"], "session id")
+        sid = _session_id(request)
         last_event_id = await _last_feed_id(deps)  # before the rows
         entries = await deps.store.timeline(sid)
         html = pages.session(
@@ -153,7 +154,7 @@ def build_app(deps: UiDeps) -> Starlette:
         return _json(await deps.store.sessions(project=project, limit=_limit(request)))
 
     async def api_session(request: Request) -> Response:
-        return _json(await deps.store.timeline(no_nul(request.path_params["sid"], "session id")))
+        return _json(await deps.store.timeline(_session_id(request)))
 
     async def api_stats(request: Request) -> Response:
         return _json(await _stats(deps))
@@ -190,6 +191,14 @@ class _EventStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             self.release()
+
+
+def _session_id(request: Request) -> str:
+    # The `path` converter also matches "": `/sessions/` is no session's page.
+    sid = no_nul(request.path_params["sid"], "session id")
+    if not sid:
+        raise HTTPException(404)
+    return sid
 
 
 async def _bad_filter(request: Request, exc: Exception) -> Response:
