@@ -33,7 +33,7 @@ _WORDLIKE = re.compile(r"\w")
 
 
 class BadQueryError(WorkerError):
-    """The query has nothing to search for."""
+    """The query has nothing to search for, or holds what no store can search (a NUL)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,12 +59,19 @@ class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
     notice: str | None = None
 
 
+def check_query(query: str) -> None:
+    """BadQueryError when `query` holds a NUL: FTS5 ends the text there, PostgreSQL refuses it."""
+    if "\x00" in query:
+        raise BadQueryError("the query contains a NUL character: remove it")
+
+
 def match_expression(query: str) -> str:
     """An FTS5 expression where every word and every "quoted phrase" must match.
 
     Words are quoted (FTS5 syntax in the query is text, not operators); `word*` keeps a
     prefix match; question words are dropped unless nothing else is left.
     """
+    check_query(query)
     terms: list[tuple[str, bool]] = []
     for m in _PHRASE_OR_WORD.finditer(query):
         phrase, word = m.group(1), m.group(2)

@@ -153,6 +153,8 @@ def test_search_text_output_shows_the_row(data_dir: Path) -> None:
     ("args", "fragment"),
     [
         (["search", "?!"], "nothing to search for"),
+        (["search", "login\x00x"], "the query contains a NUL character"),
+        (["search", "login\x00x", "--mode", "vector"], "the query contains a NUL character"),
         (["search", "login", "--since", "last week"], "--since 'last week'"),
         (["search", "login", "--mode", "fuzzy"], "--mode fuzzy"),
         (["show", "12x"], "is not an id"),

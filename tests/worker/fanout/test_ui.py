@@ -24,7 +24,7 @@ from worker.storage.records import StoredRow
 from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("ui")
-TOKEN = "s3cret-Token"
+TOKEN = "s3cret-Token-of-20ch"
 HOSTILE_TITLE = "<script>window.__pwned=1</script>"
 
 

@@ -54,6 +54,12 @@ def test_a_query_without_words_is_refused(query: str) -> None:
         match_expression(query)
 
 
+@pytest.mark.parametrize("query", ["login\x00x", "\x00", '"login\x00" test'])
+def test_a_query_with_a_nul_is_refused_before_any_store_sees_it(query: str) -> None:
+    with pytest.raises(BadQueryError, match="NUL character"):
+        match_expression(query)
+
+
 def test_reciprocal_rank_fusion_rewards_agreement() -> None:
     a, b, c = ("observation", 1), ("observation", 2), ("summary", 3)
     fused = reciprocal_rank_fusion([[a, b], [b, c]])

@@ -55,12 +55,17 @@ def search_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Search observations and summaries by words and by meaning."""
-    from worker.search.hybrid import BadQueryError, match_expression, search
+    from worker.search.hybrid import BadQueryError, check_query, match_expression, search
     from worker.storage.index_records import TextFilter
 
     if mode not in ("hybrid", "fts", "vector"):
         raise BadInputError(f"--mode {mode}: use hybrid, fts or vector")
     filters = TextFilter(project=project, type=type_, since_ms=_since_ms(since))
+
+    try:
+        check_query(query)  # in every mode: the vector leg would pass a NUL on too
+    except BadQueryError as e:
+        raise BadInputError(str(e)) from e
 
     async def run(settings: Settings, store: Store) -> Any:
         if mode != "vector":

@@ -5,23 +5,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 from redis.asyncio import Redis
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from worker.errors import ConfigError
-from worker.fanout.feed import parse_feed_id
 from worker.fanout.ui.auth import Guard, is_loopback
-from worker.fanout.ui.filters import Filters, events_url, find_rows, is_session_id, read_filters
-from worker.fanout.ui.live import FeedHub, event_stream
+from worker.fanout.ui.filters import (
+    BadFilterError,
+    Filters,
+    events_url,
+    find_rows,
+    is_session_id,
+    no_nul,
+    read_filters,
+)
+from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is_stream_id
 from worker.fanout.ui.pages import Pages, TypeLabel
 from worker.keys import Keys
 from worker.ops.stats import collect_stats
@@ -31,14 +46,22 @@ logger = logging.getLogger(__name__)
 
 _LIST_LIMIT = 100
 _READY_TIMEOUT_S = 5.0
+MIN_TOKEN_CHARS = 16  # off loopback the token is all that stands between a network and the rows
 
 
 def check_bind(host: str, token: str | None) -> None:
-    """ConfigError when the UI would listen beyond loopback without MEMQ_UI_TOKEN."""
-    if not is_loopback(host) and not token:
+    """ConfigError when the UI would listen beyond loopback without a long MEMQ_UI_TOKEN."""
+    if is_loopback(host):
+        return
+    if not token:
         raise ConfigError(
             f"refusing to serve the UI on {host} without MEMQ_UI_TOKEN: set a token,"
             " or bind 127.0.0.1"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"refusing to serve the UI on {host} with a {len(token)}-character MEMQ_UI_TOKEN:"
+            f" use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 16`), or bind 127.0.0.1"
         )
 
 
@@ -51,12 +74,13 @@ class UiDeps:
     store: Store
     types: dict[str, TypeLabel]
     token: str | None = None
+    max_streams: int = 64  # open event streams (MEMQ_UI_MAX_STREAMS)
 
 
 def build_app(deps: UiDeps) -> Starlette:
     """The ASGI app; its lifespan runs the feed reader."""
     pages = Pages(deps.types)
-    hub = FeedHub(deps.redis, deps.keys, pages.card)
+    hub = FeedHub(deps.redis, deps.keys, pages.card, deps.max_streams)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -87,7 +111,7 @@ def build_app(deps: UiDeps) -> Starlette:
         return HTMLResponse(html)
 
     async def session(request: Request) -> Response:
-        sid = request.path_params["sid"]
+        sid = _session_id(request)
         last_event_id = await _last_feed_id(deps)  # before the rows
         entries = await deps.store.timeline(sid)
         html = pages.session(
@@ -100,17 +124,20 @@ def build_app(deps: UiDeps) -> Starlette:
 
     async def events(request: Request) -> Response:
         last_id = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-        if last_id:
-            try:
-                parse_feed_id(last_id)
-            except ValueError:
-                return JSONResponse({"error": "Last-Event-ID is not a feed id"}, 400)
+        if last_id and not is_stream_id(last_id):
+            return JSONResponse({"error": "Last-Event-ID is not a feed id"}, 400)
         only = request.query_params.get("session")
         if only is not None and not is_session_id(only):
             return JSONResponse({"error": "session is not a session id"}, 400)
+        filters = read_filters(request.query_params)
+        try:
+            queue = hub.subscribe()  # before the replay: nothing falls between the two
+        except TooManyStreamsError as e:
+            return JSONResponse({"error": str(e)}, 503, headers={"Retry-After": "5"})
         # The live feed applies the page's project, session and type filters (not its query).
-        return StreamingResponse(
-            event_stream(hub, last_id, read_filters(request.query_params)),
+        return _EventStream(
+            event_stream(hub, queue, last_id, filters),
+            release=lambda: hub.unsubscribe(queue),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -123,31 +150,61 @@ def build_app(deps: UiDeps) -> Starlette:
         return _json(await find_rows(deps.store, read_filters(request.query_params), limit))
 
     async def api_sessions(request: Request) -> Response:
-        project = request.query_params.get("project") or None
+        project = no_nul(request.query_params.get("project", ""), "project") or None
         return _json(await deps.store.sessions(project=project, limit=_limit(request)))
 
     async def api_session(request: Request) -> Response:
-        return _json(await deps.store.timeline(request.path_params["sid"]))
+        return _json(await deps.store.timeline(_session_id(request)))
 
     async def api_stats(request: Request) -> Response:
         return _json(await _stats(deps))
 
     routes = [
         Route("/", index),
-        Route("/sessions/{sid:str}", session),
+        Route("/sessions/{sid:path}", session),  # a session id may hold "/"
         Route("/events", events),
         Route("/partials/stats", stats_partial),
         Route("/api/items", api_items),
         Route("/api/search", api_items),
         Route("/api/sessions", api_sessions),
-        Route("/api/sessions/{sid:str}", api_session),
+        Route("/api/sessions/{sid:path}", api_session),
         Route("/api/stats", api_stats),
         Mount("/static", StaticFiles(packages=[("worker.fanout.ui", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(
+        routes=routes, lifespan=lifespan, exception_handlers={BadFilterError: _bad_filter}
+    )
     app.state.hub = hub
     app.add_middleware(Guard, token=deps.token)
     return app
+
+
+class _EventStream(StreamingResponse):
+    """An event stream that frees its slot however it ends, even before its first event."""
+
+    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
+def _session_id(request: Request) -> str:
+    # The `path` converter also matches "": `/sessions/` is no session's page.
+    sid = no_nul(request.path_params["sid"], "session id")
+    if not sid:
+        raise HTTPException(404)
+    return sid
+
+
+async def _bad_filter(request: Request, exc: Exception) -> Response:
+    if request.url.path.startswith(("/api/", "/events")):
+        return JSONResponse({"error": str(exc)}, 400)
+    return PlainTextResponse(str(exc), 400)
 
 
 async def _last_feed_id(deps: UiDeps) -> str:

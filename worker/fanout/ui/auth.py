@@ -76,7 +76,8 @@ class Guard:
 
     async def _redirect_with_cookie(self, scope: Scope, query: dict[str, str], send: Send) -> None:
         rest = urlencode({k: v for k, v in query.items() if k != "token"})
-        location = quote(scope.get("path", "/")) + (f"?{rest}" if rest else "")
+        # One leading "/" only: "//evil.example/x" would be a protocol-relative, off-site URL.
+        location = "/" + quote(scope.get("path", "/").lstrip("/")) + (f"?{rest}" if rest else "")
         secure = "; Secure" if scope.get("scheme") == "https" else ""
         value = quote(query["token"], safe="")
         cookie = f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict{secure}"

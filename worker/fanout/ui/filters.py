@@ -8,10 +8,22 @@ from urllib.parse import urlencode
 import msgspec
 
 from pipeline.events import Identifier
+from worker.errors import WorkerError
 from worker.search.hybrid import BadQueryError, match_expression
 from worker.storage.index_records import TextFilter
 from worker.storage.protocol import Store
 from worker.storage.records import StoredRow
+
+
+class BadFilterError(WorkerError):
+    """A request's filter or path holds what no stored row can (a NUL character)."""
+
+
+def no_nul(value: str, what: str) -> str:
+    """`value` unchanged; BadFilterError when it holds a NUL (PostgreSQL and FTS5 cannot)."""
+    if "\x00" in value:
+        raise BadFilterError(f"the {what} contains a NUL character: remove it")
+    return value
 
 
 class Filters(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,12 +36,12 @@ class Filters(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def read_filters(params: Mapping[str, str]) -> Filters:
-    """The filters of a query string (blank values filter nothing)."""
+    """The filters of a query string (blank values filter nothing); BadFilterError on a NUL."""
     return Filters(
-        q=params.get("q", "").strip(),
-        project=params.get("project", "").strip(),
-        session=params.get("session", "").strip(),
-        type=params.get("type", "").strip(),
+        q=no_nul(params.get("q", ""), "search").strip(),
+        project=no_nul(params.get("project", ""), "project").strip(),
+        session=no_nul(params.get("session", ""), "session").strip(),
+        type=no_nul(params.get("type", ""), "type").strip(),
     )
 
 

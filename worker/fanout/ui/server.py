@@ -70,7 +70,8 @@ async def run_ui(
     try:
         await store.ping()
         sock = _listen(host, port)
-        app = build_app(UiDeps(redis, Keys(settings.prefix), store, labels, token))
+        keys = Keys(settings.prefix)
+        app = build_app(UiDeps(redis, keys, store, labels, token, settings.ui_max_streams))
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -56,6 +56,11 @@
   };
   source.addEventListener("observation", onRow);
   source.addEventListener("summary", onRow);
+  // The server replays at most a bounded backlog; past it, it skips to now and says so.
+  source.addEventListener("reset", () => {
+    note = "Some rows were missed while away: reload the page to see them.";
+    show();
+  });
   source.addEventListener("open", () => {
     document.body.dataset.live = "on";
     state = "Live.";
