@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +51,7 @@ class ManagedRedis:
 
     def answers(self, timeout_s: float = 0.2) -> bool:
         """Whether a server answers PING with PONG on the socket right now."""
-        return _ping(self.socket_path, timeout_s) == b"+PONG"
+        return _ping(self.socket_path, timeout_s)
 
     def ensure_running(self, timeout_s: float = 10.0) -> Path:
         """Start the server unless it already answers; returns the socket path."""
@@ -182,23 +181,30 @@ class ManagedRedis:
             os.close(fd)  # closing the descriptor releases the lock
 
 
-def _ping(path: Path, timeout_s: float) -> bytes | None:
+def _ping(path: Path, timeout_s: float) -> bool:
+    import redis  # not at import: the hook imports this module (it loads redis-py only to start it)
+
+    client = redis.Redis(
+        unix_socket_path=os.fspath(path), socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+    )
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(os.fspath(path))
-            s.sendall(b"PING\r\n")
-            return s.recv(64).strip()
-    except OSError:
-        return None
+        return client.ping() is True  # a server still loading its AOF answers LOADING: an error
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
 
 
 def _send_shutdown(path: Path) -> None:
-    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5.0)
-        s.connect(os.fspath(path))
-        s.sendall(b"SHUTDOWN\r\n")
-        s.recv(64)  # the server closes the connection once it has shut down
+    import redis
+
+    client = redis.Redis(unix_socket_path=os.fspath(path), socket_timeout=5.0)
+    try:
+        client.shutdown()  # returns once the server has closed the connection: it has shut down
+    except (redis.RedisError, OSError):
+        pass  # it did not shut down: stop() says so when the process outlives its timeout
+    finally:
+        client.close()
 
 
 def _is_redis_process(pid: int) -> bool:

@@ -21,10 +21,11 @@ from tests.support.ports import free_port, wait_for_port
 from tests.support.redis_server import RedisServer
 from tests.support.worker_checks import observations
 from tests.support.worker_harness import drain, make_settings, running_runtime, tool_call
-from worker.connect.redis_client import connect_redis, connect_sync
+from worker.connect.redis_client import connect_redis
 from worker.connect.sentinel import SentinelUrl, parse_sentinel_url
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.producer import SyncProducer
+from worker.ingest.sync_redis import connect_sync
 from worker.queue.arq_pool import connect_arq
 from worker.settings import Settings, load_settings
 
