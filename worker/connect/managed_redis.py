@@ -3,6 +3,8 @@
 Every memq process of the machine shares it: the first one that needs Redis starts it
 (daemonized, so it outlives that process) under a file lock, the others find its socket
 answering PING. A pidfile or socket left behind by a dead server is cleaned before a start.
+PING and SHUTDOWN go through redis-py's sync client; the hook, which cannot afford importing
+redis-py, passes a `probe` of its own client instead.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import contextlib
 import fcntl
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -22,6 +24,9 @@ from worker.errors import RedisUnavailableError
 _MAX_SOCKET_PATH_BYTES = 107
 _POLL_S = 0.005
 INSTALL_HINT = "install redis-server (e.g. `apt-get install redis-server`) or set MEMQ_REDIS_URL"
+
+Probe = Callable[[Path, float], bool]
+"""Whether a server answers PING with PONG on the socket at path, within timeout_s."""
 
 
 class ManagedStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -36,13 +41,16 @@ class ManagedStatus(msgspec.Struct, frozen=True, kw_only=True):
 class ManagedRedis:
     """The redis-server memq manages in `<data_dir>/redis/`."""
 
-    def __init__(self, data_dir: Path, *, executable: str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, executable: str | None = None, probe: Probe | None = None
+    ) -> None:
         self.directory = data_dir / "redis"
         self.socket_path = self.directory / "redis.sock"
         self.pid_path = self.directory / "redis.pid"
         self.log_path = self.directory / "redis.log"
         self._lock_path = self.directory / "start.lock"
         self._executable = executable
+        self._probe = probe or ping
 
     @property
     def url(self) -> str:
@@ -51,7 +59,7 @@ class ManagedRedis:
 
     def answers(self, timeout_s: float = 0.2) -> bool:
         """Whether a server answers PING with PONG on the socket right now."""
-        return _ping(self.socket_path, timeout_s)
+        return self._probe(self.socket_path, timeout_s)
 
     def ensure_running(self, timeout_s: float = 10.0) -> Path:
         """Start the server unless it already answers; returns the socket path."""
@@ -181,8 +189,9 @@ class ManagedRedis:
             os.close(fd)  # closing the descriptor releases the lock
 
 
-def _ping(path: Path, timeout_s: float) -> bool:
-    import redis  # not at import: the hook imports this module (it loads redis-py only to start it)
+def ping(path: Path, timeout_s: float) -> bool:
+    """The default Probe: PING through redis-py."""
+    import redis  # not at import: the hook imports this module
 
     client = redis.Redis(
         unix_socket_path=os.fspath(path), socket_timeout=timeout_s, socket_connect_timeout=timeout_s

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import hiredis
@@ -76,14 +77,23 @@ def connect_sync(
         if isinstance(target, SentinelUrl):
             return _open_sentinel(target, timeout_s)
         return _open(target, timeout_s, describe_url(settings.redis_url))
-    managed = ManagedRedis(settings.data_path)
-    # The managed server: no URL to parse (urllib costs the hook a few ms).
+    # The managed server: no URL to parse, and no redis-py to ask whether it runs.
+    managed = ManagedRedis(settings.data_path, probe=answers)
     address = RedisAddress(scheme="unix", path=str(managed.socket_path))
     try:
         return _open(address, timeout_s, managed.url)
     except RedisUnavailableError:
         managed.ensure_running(start_timeout_s)
         return _open(address, timeout_s, managed.url)
+
+
+def answers(path: Path, timeout_s: float) -> bool:
+    """Whether a server answers PING on the unix socket at path (ManagedRedis's probe)."""
+    try:
+        _open(RedisAddress(scheme="unix", path=str(path)), timeout_s, f"unix://{path}").close()
+    except RedisUnavailableError:
+        return False  # also a server still loading its AOF (it answers LOADING)
+    return True
 
 
 def _open(address: RedisAddress, timeout_s: float, where: str) -> SyncRedis:
