@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sys
@@ -41,6 +42,8 @@ def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -
     }
     if redis_url is not None:
         env["MEMQ_REDIS_URL"] = redis_url
+    if os.environ.get("PYTHONPATH"):  # a worktree's code ahead of the editable install's
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
 
