@@ -195,6 +195,8 @@ def _wrap_tls(sock: socket.socket, address: RedisAddress) -> socket.socket:
     if str(address.options.get("ssl_cert_reqs", "required")).lower() == "none":
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    elif address.options.get("ssl_check_hostname") is False:
+        context.check_hostname = False  # the certificate is still verified against the CAs
     return context.wrap_socket(sock, server_hostname=address.host)
 
 
