@@ -23,6 +23,7 @@ from worker.errors import RedisUnavailableError
 # AF_UNIX paths are limited to 108 bytes including the terminating NUL (sun_path).
 _MAX_SOCKET_PATH_BYTES = 107
 _POLL_S = 0.005
+DEFAULT_START_TIMEOUT_S = 10.0
 INSTALL_HINT = "install redis-server (e.g. `apt-get install redis-server`) or set MEMQ_REDIS_URL"
 
 Probe = Callable[[Path, float], bool]
@@ -61,7 +62,7 @@ class ManagedRedis:
         """Whether a server answers PING with PONG on the socket right now."""
         return self._probe(self.socket_path, timeout_s)
 
-    def ensure_running(self, timeout_s: float = 10.0) -> Path:
+    def ensure_running(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Path:
         """Start the server unless it already answers; returns the socket path."""
         if self.answers():
             return self.socket_path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from worker.connect.managed_redis import ManagedRedis
+from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S, ManagedRedis
 from worker.connect.redis_url import RedisAddress, describe_url, parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
 from worker.errors import RedisUnavailableError
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from redis.asyncio import ConnectionPool, Redis
 
 __all__ = ["async_pool", "connect_redis", "describe_url", "redis_url"]
-DEFAULT_START_TIMEOUT_S = 10.0
 
 
 def redis_url(settings: Settings, *, start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from pipeline.events import Event
+from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S
 from worker.errors import BackpressureError, RedisUnavailableError
 from worker.ingest.prepare import prepare_encoded
 from worker.ingest.sync_redis import SyncRedis, connect_sync
@@ -144,7 +145,11 @@ class SyncProducer:
 
     @classmethod
     def connect(
-        cls, settings: Settings, *, timeout_ms: int = 5000, start_timeout_s: float = 10.0
+        cls,
+        settings: Settings,
+        *,
+        timeout_ms: int = 5000,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> SyncProducer:
         """A producer on MEMQ_REDIS_URL or the managed Redis (started on demand)."""
         return cls(

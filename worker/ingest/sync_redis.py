@@ -14,14 +14,13 @@ from typing import Any
 
 import hiredis
 
-from worker.connect.managed_redis import ManagedRedis
+from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S, ManagedRedis
 from worker.connect.redis_url import RedisAddress, describe_url, parse_redis_url
 from worker.connect.sentinel import SentinelUrl
 from worker.errors import RedisUnavailableError
 from worker.settings import Settings
 
 Arg = str | bytes | int | float
-DEFAULT_START_TIMEOUT_S = 10.0
 
 
 class SyncRedis:
