@@ -114,17 +114,19 @@ def describe_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return "<not a URL>"
+    # The last "@" ends the user info even when an unescaped password holds "/", "?" or "#".
+    head, at, rest = rest.rpartition("@")
+    user, colon, _ = head.partition(":")
+    if any(c in user for c in "/?#"):  # not a user name: an "@" further on; show nothing of it
+        userinfo = "***@"
+    else:
+        userinfo = f"{user}:***@" if colon else f"{user}{at}"
     rest, hash_sep, fragment = rest.partition("#")
     location, query_sep, query = rest.partition("?")
-    netloc, slash, path = location.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at:
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}:***@{hosts}" if colon else f"{userinfo}@{hosts}"
     fields = []
     for field in query.split("&") if query_sep else ():
         name, eq, _ = field.partition("=")
         secret = eq and any(w in name.lower() for w in _CREDENTIAL_WORDS)
         fields.append(f"{name}=***" if secret else field)
     tail = f"?{'&'.join(fields)}" if query_sep else ""
-    return f"{scheme}://{netloc}{slash}{path}{tail}{hash_sep}{'***' if fragment else ''}"
+    return f"{scheme}://{userinfo}{location}{tail}{hash_sep}{'***' if fragment else ''}"

@@ -83,6 +83,8 @@ def test_a_malformed_url_is_a_config_error_without_the_password(url: str, fragme
         ("redis+sentinel://u:pw@s1,s2/m", "redis+sentinel://u:***@s1,s2/m"),
         ("unix://:pw@/tmp/r.sock?db=2", "unix://:***@/tmp/r.sock?db=2"),
         ("redis://h/0#pw", "redis://h/0#***"),
+        ("redis://u:p/s?s#@h/0", "redis://u:***@h/0"),  # an unescaped password
+        ("redis://h/0?password=pw@x", "redis://***@x"),
         ("not a url pw", "<not a URL>"),
     ],
 )  # fmt: skip
