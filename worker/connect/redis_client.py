@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S, ManagedRedis
-from worker.connect.redis_url import RedisAddress, describe_url, parse_redis_url
+from worker.connect.masked_url import describe_url
+from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
 from worker.errors import RedisUnavailableError
 from worker.settings import Settings

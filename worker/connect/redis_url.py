@@ -12,21 +12,20 @@ from typing import Any, Literal
 
 import msgspec
 
+from worker.connect.masked_url import describe_url
 from worker.connect.sentinel import SentinelUrl, is_sentinel_url, parse_sentinel_url
 from worker.errors import ConfigError
 
 SCHEMES = ("redis", "rediss", "unix")
-# Query options redis-py converts (redis.connection.URL_QUERY_ARGUMENT_PARSERS); the others
-# are passed on as text, as redis-py passes them.
 _FALSE = ("0", "F", "FALSE", "N", "NO")
-# A query parameter whose name holds one of these is masked in messages.
-_CREDENTIAL_WORDS = ("pass", "pwd", "secret", "token", "auth", "key", "cred")
 
 
 def _to_bool(value: str) -> bool | None:
     return None if value == "" else value.upper() not in _FALSE
 
 
+# Query options redis-py converts (redis.connection.URL_QUERY_ARGUMENT_PARSERS); the others
+# are passed on as text, as redis-py passes them.
 _QUERY_PARSERS: dict[str, Any] = {
     "db": int,
     "socket_timeout": float,
@@ -107,26 +106,3 @@ def parse_redis_url(url: str) -> RedisAddress | SentinelUrl:
         password=password,
         options=options,
     )
-
-
-def describe_url(url: str) -> str:
-    """The URL for messages: its password and credential-looking query values as `***`."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "<not a URL>"
-    # The last "@" ends the user info even when an unescaped password holds "/", "?" or "#".
-    head, at, rest = rest.rpartition("@")
-    user, colon, _ = head.partition(":")
-    if any(c in user for c in "/?#"):  # not a user name: an "@" further on; show nothing of it
-        userinfo = "***@"
-    else:
-        userinfo = f"{user}:***@" if colon else f"{user}{at}"
-    rest, hash_sep, fragment = rest.partition("#")
-    location, query_sep, query = rest.partition("?")
-    fields = []
-    for field in query.split("&") if query_sep else ():
-        name, eq, _ = field.partition("=")
-        secret = eq and any(w in name.lower() for w in _CREDENTIAL_WORDS)
-        fields.append(f"{name}=***" if secret else field)
-    tail = f"?{'&'.join(fields)}" if query_sep else ""
-    return f"{scheme}://{userinfo}{location}{tail}{hash_sep}{'***' if fragment else ''}"

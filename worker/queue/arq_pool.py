@@ -11,8 +11,9 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from worker.connect.hiredis_packing import use_hiredis_packing
+from worker.connect.masked_url import describe_url
 from worker.connect.redis_client import async_pool, redis_url
-from worker.connect.redis_url import describe_url, parse_redis_url
+from worker.connect.redis_url import parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
 from worker.errors import RedisUnavailableError
 from worker.queue.scheduling import job_deserializer, job_serializer

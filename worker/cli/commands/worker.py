@@ -95,7 +95,7 @@ def up() -> None:
     import sys
 
     from worker.cli.exits import exit_codes, settings_from_environment
-    from worker.connect.redis_url import describe_url
+    from worker.connect.masked_url import describe_url
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
     from worker.logs import configure_logging
