@@ -42,7 +42,8 @@ def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -
     }
     if redis_url is not None:
         env["MEMQ_REDIS_URL"] = redis_url
-    if os.environ.get("PYTHONPATH"):  # a worktree's code ahead of the editable install's
+    # A worktree run (PYTHONPATH=$PWD) has its subprocesses import that tree, not the install.
+    if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     env.update(extra)
     return env
