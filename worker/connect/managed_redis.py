@@ -3,6 +3,8 @@
 Every memq process of the machine shares it: the first one that needs Redis starts it
 (daemonized, so it outlives that process) under a file lock, the others find its socket
 answering PING. A pidfile or socket left behind by a dead server is cleaned before a start.
+PING and SHUTDOWN go through redis-py's sync client; the hook, which cannot afford importing
+redis-py, passes a `probe` of its own client instead.
 """
 
 from __future__ import annotations
@@ -10,9 +12,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -22,7 +23,11 @@ from worker.errors import RedisUnavailableError
 # AF_UNIX paths are limited to 108 bytes including the terminating NUL (sun_path).
 _MAX_SOCKET_PATH_BYTES = 107
 _POLL_S = 0.005
+DEFAULT_START_TIMEOUT_S = 10.0
 INSTALL_HINT = "install redis-server (e.g. `apt-get install redis-server`) or set MEMQ_REDIS_URL"
+
+Probe = Callable[[Path, float], bool]
+"""Whether a server answers PING with PONG on the socket at path, within timeout_s."""
 
 
 class ManagedStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -37,13 +42,16 @@ class ManagedStatus(msgspec.Struct, frozen=True, kw_only=True):
 class ManagedRedis:
     """The redis-server memq manages in `<data_dir>/redis/`."""
 
-    def __init__(self, data_dir: Path, *, executable: str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *, executable: str | None = None, probe: Probe | None = None
+    ) -> None:
         self.directory = data_dir / "redis"
         self.socket_path = self.directory / "redis.sock"
         self.pid_path = self.directory / "redis.pid"
         self.log_path = self.directory / "redis.log"
         self._lock_path = self.directory / "start.lock"
         self._executable = executable
+        self._probe = probe or ping
 
     @property
     def url(self) -> str:
@@ -52,9 +60,9 @@ class ManagedRedis:
 
     def answers(self, timeout_s: float = 0.2) -> bool:
         """Whether a server answers PING with PONG on the socket right now."""
-        return _ping(self.socket_path, timeout_s) == b"+PONG"
+        return self._probe(self.socket_path, timeout_s)
 
-    def ensure_running(self, timeout_s: float = 10.0) -> Path:
+    def ensure_running(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> Path:
         """Start the server unless it already answers; returns the socket path."""
         if self.answers():
             return self.socket_path
@@ -182,23 +190,31 @@ class ManagedRedis:
             os.close(fd)  # closing the descriptor releases the lock
 
 
-def _ping(path: Path, timeout_s: float) -> bytes | None:
+def ping(path: Path, timeout_s: float) -> bool:
+    """The default Probe: PING through redis-py."""
+    import redis  # not at import: the hook imports this module
+
+    client = redis.Redis(
+        unix_socket_path=os.fspath(path), socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+    )
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(os.fspath(path))
-            s.sendall(b"PING\r\n")
-            return s.recv(64).strip()
-    except OSError:
-        return None
+        return client.ping() is True  # a server still loading its AOF answers LOADING: an error
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
 
 
 def _send_shutdown(path: Path) -> None:
-    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(5.0)
-        s.connect(os.fspath(path))
-        s.sendall(b"SHUTDOWN\r\n")
-        s.recv(64)  # the server closes the connection once it has shut down
+    import redis
+
+    client = redis.Redis(unix_socket_path=os.fspath(path), socket_timeout=5.0)
+    try:
+        client.shutdown()  # returns once the server has closed the connection: it has shut down
+    except (redis.RedisError, OSError):
+        pass  # it did not shut down: stop() says so when the process outlives its timeout
+    finally:
+        client.close()
 
 
 def _is_redis_process(pid: int) -> bool:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from worker.connect.masked_url import describe_url
 from worker.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,8 +51,7 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     netloc, _, path = rest.partition("/")
     userinfo, _, hosts = netloc.rpartition("@")
     username, _, password = userinfo.partition(":")
-    masked = f"{username}:***@" if password else (f"{username}@" if username else "")
-    shown = f"{scheme}://{masked}{hosts}/{path.partition('?')[0]}"
+    shown = describe_url(url)
     if not sep or scheme.lower() not in SCHEMES:
         raise ConfigError(f"MEMQ_REDIS_URL {shown} must start with redis+sentinel://")
     path, _, query = path.partition("?")

@@ -1,8 +1,9 @@
 """Publishing events: scrub and cap each event, then XADD + schedule it in one Lua call.
 
 `Producer` is asyncio on redis-py (scripts, `memq publish`, services); `SyncProducer` is a
-blocking one on the tiny RESP client, for scripts and the Claude Code hook, which cannot
-afford redis-py's import. Both run the same publish script as `worker.queue.scheduling.Scheduler`.
+blocking one on the hook's small RESP client (`worker.ingest.sync_redis`), for scripts and the
+Claude Code hook, which cannot afford redis-py's import. Both run the publish script with the
+KEYS and ARGV `worker.queue.scheduling.publish_args` makes.
 """
 
 from __future__ import annotations
@@ -15,18 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from pipeline.events import Event
-from worker.connect.redis_client import SyncRedis, connect_sync
+from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S
 from worker.errors import BackpressureError, RedisUnavailableError
 from worker.ingest.prepare import prepare_encoded
+from worker.ingest.sync_redis import SyncRedis, connect_sync
 from worker.keys import Keys
-from worker.queue.scheduling import (
-    ARQ_EXPIRES_EXTRA_MS,
-    ARQ_JOB_KEY_PREFIX,
-    PUBLISH_LUA,
-    Scheduler,
-    job_payload,
-    now_ms,
-)
+from worker.queue.scheduling import PUBLISH_LUA, Scheduler, publish_args
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -140,7 +135,7 @@ class Producer:
 
 
 class SyncProducer:
-    """Publishes events from blocking code, over one small RESP connection."""
+    """Publishes events from blocking code, over the hook's small RESP connection."""
 
     def __init__(self, client: SyncRedis, settings: Settings) -> None:
         self.client = client
@@ -150,7 +145,11 @@ class SyncProducer:
 
     @classmethod
     def connect(
-        cls, settings: Settings, *, timeout_ms: int = 5000, start_timeout_s: float = 10.0
+        cls,
+        settings: Settings,
+        *,
+        timeout_ms: int = 5000,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ) -> SyncProducer:
         """A producer on MEMQ_REDIS_URL or the managed Redis (started on demand)."""
         return cls(
@@ -193,14 +192,14 @@ class SyncProducer:
         return results
 
     def _command(self, event: Event, raw: bytes) -> list[Any]:
-        # The same KEYS and ARGV as Scheduler.publish_args (a test keeps them in step).
-        k, session = self._keys, event.memory_session_id
-        enqueue = now_ms()
-        keys = [k.seen(event.event_id), k.events(session), k.sessions, k.scheduled(session),
-                k.job_sequence(session), k.queue]  # fmt: skip
-        args = [raw, session, self.settings.dedupe_window_s,
-                self.settings.max_pending_per_session, job_payload(session, enqueue), enqueue,
-                ARQ_EXPIRES_EXTRA_MS, k.job_id_prefix(session), ARQ_JOB_KEY_PREFIX]  # fmt: skip
+        keys, args = publish_args(
+            self._keys,
+            event.memory_session_id,
+            event.event_id,
+            raw,
+            dedupe_ttl_s=self.settings.dedupe_window_s,
+            max_pending=self.settings.max_pending_per_session,
+        )
         return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
 
 

@@ -6,19 +6,16 @@ import asyncio
 from typing import Any
 
 from arq.connections import ArqRedis
-from redis.asyncio import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from worker.connect.hiredis_packing import use_hiredis_packing
-from worker.connect.redis_client import describe_url, redis_url
-from worker.connect.sentinel import (
-    is_sentinel_url,
-    parse_sentinel_url,
-    sentinel_master,
-)
-from worker.errors import ConfigError, RedisUnavailableError
+from worker.connect.masked_url import describe_url
+from worker.connect.redis_client import async_pool, redis_url
+from worker.connect.redis_url import parse_redis_url
+from worker.connect.sentinel import SentinelUrl, sentinel_master
+from worker.errors import RedisUnavailableError
 from worker.queue.scheduling import job_deserializer, job_serializer
 from worker.settings import Settings
 
@@ -35,14 +32,10 @@ def _connection_options() -> dict[str, Any]:
 async def connect_arq(settings: Settings) -> ArqRedis:
     """Connect (starting the managed redis-server when no URL is set) and check with PING."""
     url = await asyncio.to_thread(redis_url, settings)
-    if is_sentinel_url(url):
-        return await _connect_sentinel(settings, url)
-    try:
-        # rediss:// (TLS, ?ssl_ca_certs=…, ?ssl_cert_reqs=none) and user:password@ (ACL) are
-        # redis-py's own URL options.
-        pool = ConnectionPool.from_url(url, health_check_interval=30, **_connection_options())
-    except ValueError as e:
-        raise ConfigError(f"MEMQ_REDIS_URL is not a Redis URL: {e}") from e
+    target = parse_redis_url(url)  # the one parser every memq client is built from
+    if isinstance(target, SentinelUrl):
+        return await _connect_sentinel(settings, target, url)
+    pool = async_pool(target, health_check_interval=30, **_connection_options())
     redis = ArqRedis(
         connection_pool=pool,
         job_serializer=job_serializer,
@@ -55,9 +48,9 @@ async def connect_arq(settings: Settings) -> ArqRedis:
     return await _checked(redis, url)
 
 
-async def _connect_sentinel(settings: Settings, url: str) -> ArqRedis:
+async def _connect_sentinel(settings: Settings, parsed: SentinelUrl, url: str) -> ArqRedis:
     """The master the sentinels name, as arq's `RedisSettings(sentinel=True, …)` connects."""
-    redis = sentinel_master(parse_sentinel_url(url), ArqRedis, **_connection_options())
+    redis = sentinel_master(parsed, ArqRedis, **_connection_options())
     redis.job_serializer = job_serializer
     redis.job_deserializer = job_deserializer
     redis.default_queue_name = f"{settings.prefix}:queue"

@@ -117,6 +117,38 @@ def job_payload(session: str, enqueue_ms: int) -> bytes:
     return job_serializer(job)
 
 
+def publish_args(
+    keys: Keys,
+    session: str,
+    event_id: str,
+    event_json: bytes,
+    *,
+    dedupe_ttl_s: int,
+    max_pending: int,
+) -> tuple[list[str], list[Any]]:
+    """KEYS and ARGV of PUBLISH_LUA: one event, scheduled now (the hook's producer uses it too)."""
+    k = keys
+    enqueue = now_ms()
+    return [
+        k.seen(event_id),
+        k.events(session),
+        k.sessions,
+        k.scheduled(session),
+        k.job_sequence(session),
+        k.queue,
+    ], [
+        event_json,
+        session,
+        dedupe_ttl_s,
+        max_pending,
+        job_payload(session, enqueue),
+        enqueue,
+        ARQ_EXPIRES_EXTRA_MS,
+        k.job_id_prefix(session),
+        ARQ_JOB_KEY_PREFIX,
+    ]
+
+
 class Scheduler:
     """Runs the scheduling scripts for one tenant prefix."""
 
@@ -162,28 +194,14 @@ class Scheduler:
         max_pending: int,
     ) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of the publish script, for callers that pipeline many publishes."""
-        k = self.keys
-        payload, score, expires, prefix = self._job_args(session, 0)
-        keys = [
-            k.seen(event_id),
-            k.events(session),
-            k.sessions,
-            k.scheduled(session),
-            k.job_sequence(session),
-            k.queue,
-        ]
-        args = [
-            event_json,
+        return publish_args(
+            self.keys,
             session,
-            dedupe_ttl_s,
-            max_pending,
-            payload,
-            score,
-            expires,
-            prefix,
-            ARQ_JOB_KEY_PREFIX,
-        ]
-        return keys, args
+            event_id,
+            event_json,
+            dedupe_ttl_s=dedupe_ttl_s,
+            max_pending=max_pending,
+        )
 
     @property
     def publish_script(self) -> Any:

@@ -21,13 +21,15 @@ from tests.support.ports import free_port, wait_for_port
 from tests.support.redis_server import RedisServer
 from tests.support.worker_checks import observations
 from tests.support.worker_harness import drain, make_settings, running_runtime, tool_call
-from worker.connect.redis_client import connect_redis, connect_sync
+from worker.connect.redis_client import connect_redis
 from worker.connect.sentinel import SentinelUrl, parse_sentinel_url
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.producer import SyncProducer
+from worker.ingest.sync_redis import connect_sync
 from worker.queue.arq_pool import connect_arq
 from worker.settings import Settings, load_settings
 
+LOCAL_SAN = "IP:127.0.0.1,DNS:localhost"
 PASSWORD = "s3cr:t/p@ss"  # URL-escaped in every URL below
 ESCAPED = "s3cr%3At%2Fp%40ss"
 
@@ -86,11 +88,11 @@ def _fix_acl_server(tmp_path: Path) -> Iterator[RedisServer]:
 class TlsServer:
     """A redis-server speaking only TLS, with a CA of its own."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, san: str = LOCAL_SAN) -> None:
         self.workdir = workdir
         self.ca = workdir / "ca.crt"
         self.port = free_port()
-        _make_certificates(workdir)
+        _make_certificates(workdir, san)
         self.proc = subprocess.Popen(
             [
                 _exe("redis-server"),
@@ -171,11 +173,11 @@ def _exe(name: str) -> str:
     return path
 
 
-def _make_certificates(workdir: Path) -> None:
-    """A CA and a server certificate for 127.0.0.1 and localhost."""
+def _make_certificates(workdir: Path, san: str = LOCAL_SAN) -> None:
+    """A CA and a server certificate for `san` (127.0.0.1 and localhost by default)."""
     workdir.mkdir(parents=True, exist_ok=True)
     openssl = _exe("openssl")
-    (workdir / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    (workdir / "san.ext").write_text(f"subjectAltName={san}\n")
     for args in (
         ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
          "-days", "2", "-subj", "/CN=memq test CA"],
@@ -243,6 +245,28 @@ async def test_a_server_certificate_from_an_unknown_ca_is_refused(
     with pytest.raises(RedisUnavailableError, match=r"cannot reach Redis|lost Redis|refused"):
         await client(_settings(tmp_path, url), "tls-bad")
     assert tls_server.read("tls-bad") is None
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_ssl_check_hostname_false_accepts_a_certificate_for_another_name(
+    tmp_path: Path, client: Client
+) -> None:
+    server = TlsServer(tmp_path / "elsewhere", san="DNS:elsewhere.invalid")
+    try:
+        url = server.url(f"ssl_ca_certs={server.ca}&ssl_check_hostname=false")
+        await client(_settings(tmp_path, url), "tls-elsewhere")
+        assert server.read("tls-elsewhere") is not None
+    finally:
+        server.stop()
+
+
+async def test_the_hook_client_checks_the_certificates_host_name(tmp_path: Path) -> None:
+    server = TlsServer(tmp_path / "elsewhere", san="DNS:elsewhere.invalid")
+    try:
+        with pytest.raises(RedisUnavailableError, match="cannot reach Redis"):
+            await _via_sync(_settings(tmp_path, server.url(f"ssl_ca_certs={server.ca}")), "k")
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("client", CLIENTS)

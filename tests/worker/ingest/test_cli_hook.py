@@ -234,3 +234,12 @@ def test_without_memq_redis_url_the_hook_starts_the_managed_redis(managed_dir: P
     client = redis.Redis(unix_socket_path=str(ManagedRedis(managed_dir).socket_path))
     assert client.xlen(Keys("t").events(SESSION)) == 1
     client.close()
+
+
+def test_starting_the_managed_redis_the_hook_imports_no_heavy_module(managed_dir: Path) -> None:
+    # It asks whether the server answers with its own client: redis-py is too slow an import.
+    done, _ = _hook(_payload("post_tool_use.json"), managed_dir, None, PYTHONPROFILEIMPORTTIME="1")
+    imported = set(re.findall(r"\|\s+([\w.]+)\s*$", done.stderr, re.MULTILINE))
+    assert "worker.ingest.hook" in imported
+    assert {m for m in imported if m.split(".")[0] in HEAVY_MODULES} == set()
+    assert ManagedRedis(managed_dir).answers()

@@ -304,7 +304,6 @@ def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
     from worker.queue.scheduling import Scheduler
 
     monkeypatch.setattr(scheduling_module, "now_ms", lambda: 1_700_000_000_000)
-    monkeypatch.setattr(producer_module, "now_ms", lambda: 1_700_000_000_000)
     raw = encode_event(EVENTS[1])
     scheduler = Scheduler(aioredis.Redis(), Keys("t"))
     keys, args = scheduler.publish_args(

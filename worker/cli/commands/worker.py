@@ -94,6 +94,7 @@ def up() -> None:
     import sys
 
     from worker.cli.exits import settings_from_environment
+    from worker.connect.masked_url import describe_url
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
     from worker.logs import configure_logging
@@ -119,6 +120,10 @@ def up() -> None:
     settings = settings_from_environment()
     configure_logging(settings.log_format)
     check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
-    where = settings.redis_url or f"managed redis-server in {settings.data_path / 'redis'}"
+    where = (
+        describe_url(settings.redis_url)  # never its password in a terminal or a log
+        if settings.redis_url
+        else f"managed redis-server in {settings.data_path / 'redis'}"
+    )
     print(f"memq: data in {settings.data_path}; Redis: {where}", file=sys.stderr)
     asyncio.run(worker_and_ui(settings))
