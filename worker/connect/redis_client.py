@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S, ManagedRedis
-from worker.connect.masked_url import describe_url
 from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
 from worker.errors import RedisUnavailableError
+from worker.masked_url import describe_url
 from worker.settings import Settings
 
 if TYPE_CHECKING:

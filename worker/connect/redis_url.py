@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import msgspec
 
-from worker.connect.masked_url import describe_url
 from worker.connect.sentinel import SentinelUrl, is_sentinel_url, parse_sentinel_url
 from worker.errors import ConfigError
+from worker.masked_url import describe_url
 
 SCHEMES = ("redis", "rediss", "unix")
 _FALSE = ("0", "F", "FALSE", "N", "NO")

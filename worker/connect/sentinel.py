@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from worker.connect.masked_url import describe_url
 from worker.errors import ConfigError
+from worker.masked_url import describe_url
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -15,10 +15,10 @@ from typing import Any
 import hiredis
 
 from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S, ManagedRedis
-from worker.connect.masked_url import describe_url
 from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl
 from worker.errors import RedisUnavailableError
+from worker.masked_url import describe_url
 from worker.settings import Settings
 
 Arg = str | bytes | int | float

@@ -15,6 +15,7 @@ import anthropic
 import msgspec
 import openai
 
+from worker.masked_url import describe_url
 from worker.observers.errors import (
     ObserverError,
     ObserverPermanentError,
@@ -108,13 +109,13 @@ class SdkEndpoint:
         except self._sdk.APIError as e:
             raise map_sdk_error(
                 e, self._sdk, provider=self._provider, api=self._api,
-                base_url=self._client.base_url, timeout_s=self._timeout_s,
+                base_url=describe_url(str(self._client.base_url)), timeout_s=self._timeout_s,
                 key_variable=self._key_variable, status_detail=self._status_detail,
             ) from e  # fmt: skip
         latency_ms = (time.perf_counter() - started) * 1000
         reply = decode_reply(
             decoder, payload, provider=self._provider, status=raw.status_code,
-            where=self._client.base_url, api=self._api,
+            where=describe_url(str(self._client.base_url)), api=self._api,
         )  # fmt: skip
         return reply, latency_ms
 

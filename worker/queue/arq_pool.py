@@ -11,11 +11,11 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
 from worker.connect.hiredis_packing import use_hiredis_packing
-from worker.connect.masked_url import describe_url
 from worker.connect.redis_client import async_pool, redis_url
 from worker.connect.redis_url import parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
 from worker.errors import RedisUnavailableError
+from worker.masked_url import describe_url
 from worker.queue.scheduling import job_deserializer, job_serializer
 from worker.settings import Settings
 

@@ -10,10 +10,10 @@ from redis.connection import parse_url
 
 from tests.support.ingest import console_script, subprocess_env
 from tests.support.ports import free_port
-from worker.connect.masked_url import describe_url
 from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl
 from worker.errors import ConfigError
+from worker.masked_url import describe_url
 
 # Every form README's "Reaching Redis" documents, and the query options redis-py reads.
 URLS = [

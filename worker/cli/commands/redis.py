@@ -9,7 +9,7 @@ import typer
 
 from worker.cli.exits import EXIT_BAD_INPUT, fail, settings_from_environment
 from worker.connect.managed_redis import ManagedRedis
-from worker.connect.masked_url import describe_url
+from worker.masked_url import describe_url
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object.")]
 

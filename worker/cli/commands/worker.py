@@ -94,10 +94,10 @@ def up() -> None:
     import sys
 
     from worker.cli.exits import settings_from_environment
-    from worker.connect.masked_url import describe_url
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
     from worker.logs import configure_logging
+    from worker.masked_url import describe_url
 
     async def worker_and_ui(settings: Settings) -> None:
         from worker.fanout.ui.server import run_ui
