@@ -70,6 +70,7 @@ SUMMARY = """<summary>
   <next_steps>Check the signup flow</next_steps>
 </summary>"""
 TOOLS = {"search", "get_observations", "timeline", "context"}
+HASH_EMBEDDING = "tests.support.embeddings:make_hash_embedding"
 
 
 async def _fill(settings: Settings, redis: ArqRedis, fake: FakeObserver) -> None:
@@ -88,7 +89,7 @@ async def _fill(settings: Settings, redis: ArqRedis, fake: FakeObserver) -> None
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     # PYTHONPATH: the console script must import this tree, not wherever memq is installed.
-    return subprocess_env(tmp_path, MEMQ_CHROMA="off", PYTHONPATH=str(REPO), **extra)
+    return subprocess_env(tmp_path, **{"MEMQ_CHROMA": "off", "PYTHONPATH": str(REPO), **extra})
 
 
 @asynccontextmanager
@@ -208,6 +209,27 @@ async def test_search_fetch_timeline_and_context_over_a_real_store(
     assert context == memq_context
     assert context.startswith("<memq-notes>\n")
     assert "Login redirect loop fixed" in context
+
+
+async def test_search_fuses_the_vector_index_once_it_is_built(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, chroma="off")
+    await _fill(settings, arq_redis, fake_observer)
+    vectors = {"MEMQ_CHROMA": "on", "MEMQ_EMBEDDING": HASH_EMBEDDING}
+    async with _mcp(tmp_path, **vectors) as client:
+        unbuilt = await _call(client, "search", query="cookie")
+    await asyncio.to_thread(
+        subprocess.run, [console_script(), "reindex"], env=_env(tmp_path, **vectors),
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    async with _mcp(tmp_path, **vectors) as client:
+        hybrid = await _call(client, "search", query="cookie zebra")
+    assert "(note: keyword search only: vector index not built yet" in unbuilt
+    # No row holds "zebra", so keywords alone find nothing; similarity still finds cookies.
+    table = _framed(hybrid)
+    assert table[0] == "5 matches for 'cookie zebra'"  # hybrid: no keyword-only note
+    assert "| observation | bugfix | Login redirect loop fixed — The session cookie" in table[3]
 
 
 async def test_fts_syntax_is_plain_words_and_an_empty_query_is_a_tool_error(
