@@ -17,6 +17,8 @@ from mcp.types import CallToolResult, TextContent
 
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import REPO, console_script, subprocess_env
+from tests.support.ports import free_port
+from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.worker_checks import stored_rows
 from tests.support.worker_harness import (
     drain,
@@ -83,8 +85,9 @@ async def _fill(settings: Settings, redis: ArqRedis, fake: FakeObserver) -> None
     await publish(redis, settings, summarize("s1"))
     async with running_runtime(settings, redis) as rt:
         await drain(rt, redis)
-    kinds = sorted(r.kind for r in await stored_rows(settings))
-    assert kinds == ["observation"] * 4 + ["summary"]
+    if settings.database_url is None:
+        kinds = sorted(r.kind for r in await stored_rows(settings))
+        assert kinds == ["observation"] * 4 + ["summary"]
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -267,6 +270,36 @@ async def test_missing_storage_is_a_tool_error_and_the_server_stays_up(
         found = await _call(client, "search", query="login")
     assert "Login redirect loop fixed" in found
     assert "no memq database" in (tmp_path / "mcp.stderr").read_text()  # logs go to stderr
+
+
+async def test_reads_postgresql_and_an_unreachable_one_is_a_tool_error(
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    postgres_server: PostgresServer,
+) -> None:
+    url = await postgres_server.create_database()
+    try:
+        settings = make_settings(
+            tmp_path, redis_url, fake_observer.url, chroma="off", database_url=url
+        )
+        await _fill(settings, arq_redis, fake_observer)
+        async with _mcp(tmp_path, MEMQ_DATABASE_URL=url) as client:
+            found = await _call(client, "search", query="login redirect")
+            steps = await _call(client, "timeline", session="s1")
+    finally:
+        await postgres_server.drop_database(url)
+    down = f"postgresql://memq:s3cret@127.0.0.1:{free_port()}/memq"
+    async with _mcp(tmp_path, MEMQ_DATABASE_URL=down) as client:
+        error = await _error(client, "search", query="login")
+        tools = (await client.list_tools()).tools
+    assert "| observation | bugfix | Login redirect loop fixed" in found
+    assert _framed(steps)[0] == "session s1: entries 1-6 of 6"
+    assert "cannot connect to PostgreSQL" in error
+    assert "s3cret" not in error
+    assert len(tools) == 4  # still serving
+    assert not (tmp_path / "memq.db").exists()
 
 
 async def test_answers_over_the_cap_are_cut_and_say_so(
