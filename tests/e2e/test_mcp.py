@@ -186,6 +186,9 @@ async def test_search_fetch_timeline_and_context_over_a_real_store(
     assert "| bugfix |" not in by_type
     assert none.startswith("<memq-notes>")
     assert "0 matches for 'login'" in none
+    assert none.endswith(
+        "</memq-notes>\nNothing matched: try other or fewer words, or drop a filter.\n"
+    )
 
     lines = _framed(fetched)
     assert lines[0] == "2 of 3 rows asked for; not stored: 999"

@@ -5,6 +5,7 @@ Imported only by `memq mcp`: the SDK costs every other command about a second of
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -139,8 +140,9 @@ def build_server(settings: Settings) -> MCPServer[Any]:
             await reader.aclose()
 
     server: MCPServer[Any] = MCPServer(
-        "memq", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
-    )
+        "memq", instructions=INSTRUCTIONS, version=_version(), lifespan=lifespan,
+        log_level="WARNING",
+    )  # fmt: skip
 
     @server.tool(description=SEARCH, annotations=READ_ONLY, structured_output=False)
     async def search(
@@ -183,6 +185,13 @@ def build_server(settings: Settings) -> MCPServer[Any]:
             )
 
     return server
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("memq")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return ""
 
 
 @contextmanager

@@ -30,6 +30,7 @@ SEARCH_FOOTER = (
     'Fetch the full rows with get_observations (ids as listed, e.g. [12, "summary:3"]);'
     " see what happened around one with timeline (around=<id>).\n"
 )
+NO_MATCH_FOOTER = "Nothing matched: try other or fewer words, or drop a filter.\n"
 # The row fields shown as the heading of a full row, not again in its list.
 _HEADING_FIELDS = frozenset({"kind", "id", "memory_session_id", "project", "created_at", "type"})
 
@@ -71,11 +72,11 @@ async def search_index(
     head = f"{counted(len(result.hits), MATCHES)} for {as_data(query)!r}"
     head += f" (note: {result.notice})\n" if result.notice else "\n"
     if not result.hits:
-        return bounded(head, [], footer="", max_chars=max_chars, cut_note=_never)
+        return bounded(head, [], footer=NO_MATCH_FOOTER, max_chars=max_chars, cut_note=_never)
     rows = [_hit_row(h) for h in result.hits]
 
     def note(shown: int, shortened: bool) -> str:
-        advice = "ask with a smaller limit or narrower filters for the rest"
+        advice = "narrow the query or its filters to see the others"
         return cut_line(max_chars, shown, shortened, len(rows), MATCHES, advice)
 
     return bounded(
