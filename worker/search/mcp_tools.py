@@ -186,9 +186,11 @@ def _hit_row(h: SearchHit) -> str:
     title = h.title or "(untitled)"
     if h.subtitle:
         title += f" — {h.subtitle}"
+    # A vector match's snippet is often the title itself: not worth its tokens twice.
+    snippet = "" if h.snippet in (h.title, title) else h.snippet
     cells = (
         ref((h.kind, h.id)), h.kind, h.type or "", cell(title, 160), cell(h.project),
-        cell(h.memory_session_id), _when(h.created_at), cell(h.snippet, 160),
+        cell(h.memory_session_id), _when(h.created_at), cell(snippet, 160),
     )  # fmt: skip
     return "| " + " | ".join(cells) + " |\n"
 
