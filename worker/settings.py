@@ -103,6 +103,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     embedding: str | None = None
     # character budget of `memq context` (and of the SessionStart hook's context)
     context_chars: Annotated[int, msgspec.Meta(ge=500)] = 8000
+    # character cap of one `memq mcp` tool answer
+    mcp_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 12_000
     # fan-out: web UI and Telegram bot
     ui_host: str = "127.0.0.1"  # anything but loopback needs ui_token
     ui_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765  # `memq ui` and `memq up`

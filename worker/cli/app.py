@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from worker.cli.commands import dlq, modes, prompt, publish, read, spool
+from worker.cli.commands import dlq, mcp, modes, prompt, publish, read, spool
 from worker.cli.commands import redis as redis_command
 from worker.cli.commands import reindex as reindex_command
 from worker.cli.commands import search as search_command
@@ -37,6 +37,7 @@ modes.register(app)
 worker_command.register(app)
 read.register(app)
 dlq.register(app)
+mcp.register(app)
 
 
 def main() -> None:
