@@ -212,15 +212,7 @@ async def _decode(
         # Stored before a crash (or a Redis failure) and never acked: their rows may not have
         # been announced either (announce and ack share the commit's round trip), so the
         # session's unannounced rows go out first. Then ack; the observer never sees them again.
-        announced = await rt.broadcaster.announce_backlog(session=session)
-        if announced:
-            if rt.metrics is not None:
-                rt.metrics.count_recovered("session", announced)
-            logger.info(
-                "announced %d rows stored before a failure",
-                announced,
-                extra={"session_id": session},
-            )
+        await rt.outbox.flush(session, late="session")
         await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
         good = [(e, ev) for e, ev in good if ev.event_id not in done]
     return good

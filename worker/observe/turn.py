@@ -242,13 +242,16 @@ class TurnRunner:
         )
         written = await self.rt.store.write_batch(batch)
         self.state = state
-        # Everything after the commit goes to Redis in one round trip, in DESIGN's order: ack,
-        # state, attempts, announce, counters. Fenced Lua steps refuse a stale lease holder.
+        if written.stored:
+            # Before the ack: a crash in between leaves entries the next job finds stored,
+            # and it flushes the outbox again before acking them.
+            await self.rt.outbox.flush(self.session)
+        # The rest goes to Redis in one round trip, in DESIGN's order: ack, state, attempts,
+        # counters. Fenced Lua steps refuse a stale lease holder.
         pipe = self.rt.redis.pipeline(transaction=False)
         self.stream.queue_ack(pipe, self.lease.token, [e.id for e in entries])
         self.rt.states.queue_save(pipe, self.session, self.lease.token, state)
         pipe.delete(self.rt.keys.attempts(self.session))
-        self.rt.broadcaster.queue(pipe, written.stored)
         counters = self.rt.counters
         if result.outcome == Outcome.STORED:
             result = TurnResult(
@@ -272,8 +275,6 @@ class TurnRunner:
         replies = await pipe.execute()
         if read_ahead:
             self.stream.keep_ahead(replies[-1])
-        if written.stored:
-            await self.rt.store.mark_announced(written.stored)
         self.stream.check_ack(self.lease.token, replies[0])
         return result
 
