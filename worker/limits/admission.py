@@ -10,11 +10,11 @@ import time
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from pipeline.outcomes import Outcome, TurnResult
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetExceededError
 from worker.limits.rate_limit import RateLimiter, ThrottledError
 from worker.observers.protocol import Usage
-from worker.outcomes import Outcome, TurnResult
 from worker.settings import Settings
 from worker.telemetry.counters import Counters
 
@@ -94,13 +94,15 @@ class CallGate:
     async def refused(self, session: str, error: CallRefusedError) -> TurnResult:
         """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
         if isinstance(error, BudgetExceededError):
-            await self.counters.count(str(Outcome.PAUSED), 1, "budget")
-            logger.warning("%s", error, extra={"session_id": session})
-            return TurnResult(
+            result = TurnResult(
                 outcome=Outcome.PAUSED, category="budget", reason=str(error), defer_s=error.retry_s
             )
-        await self.counters.count(str(Outcome.THROTTLED))
-        logger.info("%s", error, extra={"session_id": session, "wait_s": error.wait_s})
+            await self.counters.count(result)
+            logger.warning("%s", error, extra={"session_id": session})
+            return result
         # Jitter: sessions throttled together should not all come back at the same instant.
         defer_s = error.wait_s * (1 + 0.25 * random.random())
-        return TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)
+        result = TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)
+        await self.counters.count(result)
+        logger.info("%s", error, extra={"session_id": session, "wait_s": error.wait_s})
+        return result

@@ -12,9 +12,9 @@ from pipeline.errors import EventDecodeError
 from pipeline.events import decode_event
 from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml
+from pipeline.turn_records import observation_records, summary_record
 from worker.keys import Keys
 from worker.observe.outbox import Outbox
-from worker.observe.turn_records import observation_records, summary_record
 from worker.queue.leases import Lease
 from worker.queue.scheduling import Scheduler
 from worker.settings import Settings
