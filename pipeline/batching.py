@@ -53,6 +53,7 @@ def plan_turns(
     `sizes` are the events' encoded sizes (for the character budget); a single oversize
     call still gets a turn of its own. A `summarize` flushes the tool calls before it and
     is a turn of its own; an `end` flushes and closes; prompts ride with the next turn.
+    The turns hold every event once, in order: callers pair them with entries by position.
     """
     sizes = sizes if sizes is not None else [0] * len(events)
     turns: list[TurnPlan] = []
