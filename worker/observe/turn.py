@@ -10,16 +10,14 @@ from datetime import UTC, datetime
 from typing import cast
 
 import msgspec
+from redis.asyncio.client import Pipeline
 
 from pipeline.batching import TurnPlan
 from pipeline.conversation import Exchange, ObserverState, conversation_state, user_message
 from pipeline.outcomes import Outcome, TurnResult, backoff_s
 from pipeline.parser import parse_agent_xml
 from pipeline.settle import Answer, HistoryLimits, Settled, record, settle
-from worker.limits.admission import CallRefusedError
-from worker.limits.budget import BudgetExceededError
-from worker.limits.pauses import ProviderPausedError
-from worker.limits.rate_limit import ThrottledError
+from worker.limits.admission import CALL_REFUSALS
 from worker.observe.runtime import Runtime
 from worker.observers.errors import (
     ObserverAuthError,
@@ -33,16 +31,6 @@ from worker.queue.streams import Entry, SessionStream
 from worker.storage.records import BatchWrite
 
 logger = logging.getLogger(__name__)
-
-CallFailure = CallRefusedError | ProviderPausedError | ObserverError | TimeoutError
-"""Why an observer call gave no reply: each maps to an outcome in `_failed`."""
-_CALL_FAILURES = (
-    BudgetExceededError,
-    ThrottledError,
-    ProviderPausedError,
-    ObserverError,
-    TimeoutError,
-)
 
 
 class TurnRunner:
@@ -61,9 +49,9 @@ class TurnRunner:
         self.lease = lease
         self.stream = stream
         self.state = state
-        # Answered calls' tokens not yet in the day's budgets: the commit's round trip adds
-        # them; a turn that ends otherwise adds them on its way out (`run`).
-        self._unbudgeted: list[tuple[str, Usage]] = []
+        # Answered calls' tokens owed to the day's budgets, paid by `_pay_budgets`: in the
+        # commit's round trip, or on the way out of a turn that ends otherwise.
+        self._owed: list[tuple[str, Usage]] = []
 
     async def run(
         self, plan: TurnPlan, entries: list[Entry], deadline: float, *, read_ahead: int = 0
@@ -75,9 +63,10 @@ class TurnRunner:
         try:
             return await self._run(plan, entries, deadline, read_ahead)
         finally:
-            spent, self._unbudgeted = self._unbudgeted, []
-            for project, usage in spent:
-                await self.rt.gate.account_budget(project, usage)
+            if self._owed:
+                pipe = self.rt.redis.pipeline(transaction=False)
+                self._pay_budgets(pipe)
+                await pipe.execute()
 
     async def _run(
         self, plan: TurnPlan, entries: list[Entry], deadline: float, read_ahead: int
@@ -88,7 +77,9 @@ class TurnRunner:
         user, told = user_message(self.rt.mode, plan, state, self.rt.settings.field_budget_chars)
         try:
             asked, answer = await self._converse(plan, state, user, deadline)
-        except _CALL_FAILURES as e:
+        except CALL_REFUSALS as e:  # budgets, rate limits, a pause: the call never went
+            return await self.rt.gate.refused(self.session, e)
+        except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
         s = self.rt.settings
         limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
@@ -126,7 +117,7 @@ class TurnRunner:
         async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
             reply = await self.rt.observer.complete(request)
         await self.rt.gate.charge_limits(reply.usage)
-        self._unbudgeted.append((state.project, reply.usage))
+        self._owed.append((state.project, reply.usage))
         return Answer(
             user=user,
             text=reply.text,
@@ -178,9 +169,7 @@ class TurnRunner:
             self.rt.counters.queue_tokens(
                 pipe, u.input_tokens, u.cached_input_tokens, u.output_tokens
             )
-        spent, self._unbudgeted = self._unbudgeted, []
-        for project, usage in spent:
-            self.rt.gate.queue_budget(pipe, project, usage)
+        self._pay_budgets(pipe)
         # A stopping worker leaves the rest unread for the next one.
         read_ahead = 0 if self.rt.stopping.is_set() else read_ahead
         if read_ahead:
@@ -191,13 +180,16 @@ class TurnRunner:
         self.stream.check_ack(self.lease.token, replies[0])
         return result
 
-    async def _failed(self, error: CallFailure, entries: list[Entry]) -> TurnResult:
-        """The outcome of a call that gave no reply (DESIGN's table)."""
-        if isinstance(error, CallRefusedError):
-            return await self.rt.gate.refused(self.session, error)
-        if isinstance(error, ProviderPausedError):
-            # Another worker paused the provider (and counted it): wait it out, keep the batch.
-            return TurnResult(outcome=Outcome.PAUSED, reason=str(error), defer_s=error.remaining_s)
+    def _pay_budgets(self, pipe: Pipeline) -> None:
+        """Add the tokens owed to the day's budgets to a pipeline the caller runs."""
+        owed, self._owed = self._owed, []
+        for project, usage in owed:
+            self.rt.gate.queue_budget(pipe, project, usage)
+
+    async def _failed(
+        self, error: ObserverError | TimeoutError, entries: list[Entry]
+    ) -> TurnResult:
+        """The outcome of a call that failed (DESIGN's table): pause, retry, or dead."""
         if isinstance(error, ObserverQuotaError | ObserverAuthError):
             return await self._pause(str(error), getattr(error, "reset_after_s", None))
         return await self._retry_or_dead(entries, error)

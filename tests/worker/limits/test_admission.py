@@ -11,6 +11,7 @@ from pipeline.outcomes import Outcome
 from worker.keys import Keys
 from worker.limits.admission import SHORT_WAIT_S, CallGate
 from worker.limits.budget import BudgetExceededError
+from worker.limits.pauses import Pauses, ProviderPausedError
 from worker.limits.rate_limit import ThrottledError
 from worker.observers.protocol import Usage
 from worker.settings import load_settings
@@ -25,6 +26,12 @@ def _gate(redis: aioredis.Redis, **env: str) -> CallGate:
     return CallGate(redis, KEYS, settings, provider="anthropic", model="m", counters=counters)
 
 
+async def _spend(redis: aioredis.Redis, gate: CallGate, usage: Usage) -> None:
+    pipe = redis.pipeline(transaction=False)
+    gate.queue_budget(pipe, "alpha", usage)
+    await pipe.execute()
+
+
 def _far() -> float:
     return time.monotonic() + 60
 
@@ -34,12 +41,9 @@ async def test_a_spent_budget_refuses_the_next_call_as_paused_budget(
 ) -> None:
     gate = _gate(redis, budget_tokens_per_day_per_project="1000")
     await gate.admit("alpha", _far())
-    await gate.account_budget("alpha", Usage(input_tokens=700, output_tokens=200))
-    await gate.admit("alpha", _far())  # 900 of 1000: still under
-    # The commit's round trip adds the tokens the same way.
-    pipe = redis.pipeline(transaction=False)
-    gate.queue_budget(pipe, "alpha", Usage(input_tokens=50, output_tokens=50))
-    await pipe.execute()
+    await _spend(redis, gate, Usage(input_tokens=700, cached_input_tokens=500, output_tokens=200))
+    await gate.admit("alpha", _far())  # 900 of 1000 (cached tokens are part of input): under
+    await _spend(redis, gate, Usage(input_tokens=50, output_tokens=50))
     with pytest.raises(BudgetExceededError) as refused:
         await gate.admit("alpha", _far())
     await gate.admit("beta", _far())  # another project's budget is its own
@@ -48,6 +52,19 @@ async def test_a_spent_budget_refuses_the_next_call_as_paused_budget(
     assert result.defer_s == refused.value.retry_s
     outcomes = await gate.counters.outcomes()
     assert (outcomes["paused"], outcomes["paused:budget"]) == (1, 1)
+
+
+async def test_a_provider_paused_by_another_worker_is_waited_out_uncounted(
+    redis: aioredis.Redis,
+) -> None:
+    gate = _gate(redis)
+    await Pauses(redis, KEYS).pause("anthropic", 30, "quota")
+    with pytest.raises(ProviderPausedError) as refused:
+        await gate.admit("alpha", _far())
+    result = await gate.refused("s1", refused.value)
+    assert (result.outcome, result.category, result.stop) == (Outcome.PAUSED, None, True)
+    assert 25 < result.defer_s <= 30
+    assert (await gate.counters.outcomes())["paused"] == 0  # the pausing worker counted it
 
 
 async def test_a_long_rate_limit_wait_refuses_the_call_as_throttled(

@@ -16,7 +16,7 @@ from pipeline.events import Event, encode_event
 from pipeline.mode_files import load_mode
 from pipeline.outcomes import Outcome, TurnResult
 from tests.support.fake_observer import FakeObserver, Reply
-from tests.support.worker_harness import make_settings, prompt, tool_call
+from tests.support.worker_harness import make_settings, prompt, summarize, tool_call
 from worker.keys import CONSUMER_GROUP
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
@@ -101,6 +101,29 @@ async def test_a_stored_turn_writes_announces_acks_and_saves_the_conversation(
     assert (await rt.counters.outcomes())["stored"] == 1
     tokens = await rt.counters.tokens()
     assert tokens["input"] > 0
+    # The call's tokens went to the day's budget in the commit's round trip.
+    assert (await rt.gate.budget.state()).used == tokens["input"] + tokens["output"]
+
+
+async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_budgeted(
+    rt: Runtime, session: Session, fake_observer: FakeObserver
+) -> None:
+    summary = "<summary><request>fix it</request><completed>fixed</completed></summary>"
+    fake_observer.script(
+        Reply(text=OBSERVATION, input_tokens=100, output_tokens=10),
+        Reply(text=summary, input_tokens=200, output_tokens=20),
+    )
+    plan, entries = await _delivered(rt, session, summarize(SESSION))
+    result = await session.runner.run(plan, entries, _deadline())
+    assert result == TurnResult(outcome=Outcome.STORED, stored=1)
+    first, second = fake_observer.requests
+    assert len(second.messages) == len(first.messages) + 2  # the first exchange, then this
+    assert second.user == rt.mode.prompts.summary_reminder
+    assert session.runner.state is not None
+    assert [e.assistant for e in session.runner.state.history] == [OBSERVATION, summary]
+    assert (await rt.gate.budget.state()).used == 330
+    # Only the answer that settled the turn is recorded as usage.
+    assert (await rt.counters.tokens())["input"] == 200
 
 
 async def test_the_next_batch_is_read_in_the_commits_round_trip_when_asked(
@@ -130,6 +153,7 @@ async def test_quota_prose_pauses_the_provider_and_leaves_everything_as_it_was(
     assert await rt.states.load(SESSION) is None
     assert session.runner.state is None
     assert (await rt.counters.outcomes())["paused"] == 1
+    assert (await rt.gate.budget.state()).used > 0  # the call answered: its tokens count
 
 
 async def test_failed_calls_are_retried_then_dead_lettered_with_a_fresh_conversation(
