@@ -10,7 +10,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.observe.broadcast import queue_announce
+from worker.observe.outbox import Outbox
 from worker.storage.protocol import Store
 from worker.storage.records import (
     BatchWrite,
@@ -126,7 +126,8 @@ async def store_rows(
 
 async def announce(redis: Redis, keys: Keys, store: Store, rows: Sequence[StoredRow]) -> None:
     """Announce rows exactly as the worker does (PUBLISH + XADD to the feed)."""
+    outbox = Outbox(redis, keys, store, feed_maxlen=10_000)
     pipe = redis.pipeline(transaction=False)
-    queue_announce(pipe, keys, 10_000, rows)
+    outbox.queue(pipe, rows)
     await pipe.execute()
-    await store.mark_announced(rows)
+    await outbox.sent(rows)

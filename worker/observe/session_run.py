@@ -119,6 +119,8 @@ async def _drive(
         delivered, bad = decode_entries(session, entries)
         await _dead_letter(rt, session, lease, stream, bad)
         delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        if not delivered:
+            continue
         turns = _plan(delivered, max_events=s.batch_max_events, max_chars=s.batch_max_chars)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():

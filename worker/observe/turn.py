@@ -154,16 +154,14 @@ class TurnRunner:
             result = msgspec.structs.replace(
                 result, stored=len(written.stored), deduplicated=written.deduplicated
             )
-        if written.stored:
-            # Before the ack: a crash in between leaves entries the next job finds stored,
-            # and it flushes the outbox again before acking them.
-            await self.rt.outbox.flush(self.session)
-        # The rest is one round trip: ack, state, attempts, counters, budgets (and the next
-        # batch). Fenced Lua steps refuse a stale lease holder.
+        # The rest is one round trip: ack, state, attempts, announce, counters, budgets (and
+        # the next batch). Fenced Lua steps refuse a stale lease holder. When it fails, the
+        # next job finds the entries stored and flushes the outbox before acking them.
         pipe = self.rt.redis.pipeline(transaction=False)
         self.stream.queue_ack(pipe, self.lease.token, [e.id for e in entries])
         self.rt.states.queue_save(pipe, self.session, self.lease.token, settled.state)
         pipe.delete(self.rt.keys.attempts(self.session))
+        self.rt.outbox.queue(pipe, written.stored)
         self.rt.counters.queue_count(pipe, result)
         for u in rows.usage:
             self.rt.counters.queue_tokens(
@@ -177,6 +175,7 @@ class TurnRunner:
         replies = await pipe.execute()
         if read_ahead:
             self.stream.keep_ahead(replies[-1])
+        await self.rt.outbox.sent(written.stored)
         self.stream.check_ack(self.lease.token, replies[0])
         return result
 

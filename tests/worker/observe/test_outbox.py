@@ -79,3 +79,18 @@ async def test_rows_stay_in_the_outbox_when_redis_refuses_them(
     await redis.delete(KEYS.feed)
     assert await outbox.flush("s1") == 1
     assert await _feed(redis) == [("observation", rows[0].id)]
+
+
+async def test_rows_a_commit_announced_in_its_own_round_trip_are_not_flushed_again(
+    redis: aioredis.Redis, store: SqliteStore
+) -> None:
+    outbox = Outbox(redis, KEYS, store, feed_maxlen=1000)
+    rows = await store_rows(store, session="s1", observations=[observation(1, session="s1")])
+    pipe = redis.pipeline(transaction=False)
+    pipe.set("the commit's other commands", 1)
+    outbox.queue(pipe, rows)
+    await pipe.execute()
+    assert await store.unannounced() == rows  # until the round trip is known to have run
+    await outbox.sent(rows)
+    assert await outbox.flush() == 0
+    assert await _feed(redis) == [("observation", rows[0].id)]
