@@ -50,7 +50,7 @@ class Runtime:
 
     @property
     def outbox(self) -> Outbox:
-        """Stored rows not yet announced, in this runtime's store; every commit flushes it."""
+        """The way this runtime's stored rows get announced (built per use: tests swap `store`)."""
         return Outbox(self.redis, self.keys, self.store, self.settings.feed_maxlen, self.metrics)
 
     @property
