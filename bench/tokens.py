@@ -33,6 +33,13 @@ import msgspec
 from bench.common import markdown_table
 from pipeline import compute_observation_content_hash, parse_agent_xml
 from pipeline.batching import plan_turns
+from pipeline.conversation import (
+    Exchange,
+    ObserverState,
+    bounded_history,
+    conversation_state,
+    user_message,
+)
 from pipeline.events import Event, Prompt, Summarize, ToolCall, decode_event, encode_event
 from pipeline.mode_files import load_mode
 from pipeline.modes import Mode
@@ -40,9 +47,6 @@ from pipeline.prompts import build_init_prompt, build_summary_prompt, format_tim
 from pipeline.truncate import truncate_observation_field
 from tests.support.fake_observer import RecordedRequest, deterministic_reply
 from worker.ingest.producer import prepare_event
-from worker.observe.conversation import conversation_state, user_message
-from worker.observe.observer_state import ObserverState, bounded_history
-from worker.observers.protocol import Turn as Exchange
 from worker.settings import Settings
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "session.jsonl"

@@ -1,4 +1,4 @@
-"""Turn planning: how a session's pending events become observer turns, in publish order."""
+"""Turn planning: how pending events become TurnPlans (observer turns), in publish order."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import msgspec
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 
 
-class Turn(msgspec.Struct, frozen=True, kw_only=True):
+class TurnPlan(msgspec.Struct, frozen=True, kw_only=True):
     """One step of a session: an observer call (observe/summarize) or bookkeeping only.
 
     `events` are every event the turn consumes, in order (acked together once it is done):
@@ -47,15 +47,16 @@ def plan_turns(
     max_tool_calls: int,
     max_chars: int,
     sizes: Sequence[int] | None = None,
-) -> list[Turn]:
+) -> list[TurnPlan]:
     """Group events into turns: consecutive tool calls share a turn up to the two limits.
 
     `sizes` are the events' encoded sizes (for the character budget); a single oversize
     call still gets a turn of its own. A `summarize` flushes the tool calls before it and
     is a turn of its own; an `end` flushes and closes; prompts ride with the next turn.
+    The turns hold every event once, in order: callers pair them with entries by position.
     """
     sizes = sizes if sizes is not None else [0] * len(events)
-    turns: list[Turn] = []
+    turns: list[TurnPlan] = []
     carried: list[Event] = []  # prompts waiting for the next turn
     calls: list[Event] = []
     chars = 0
@@ -63,7 +64,7 @@ def plan_turns(
     def flush_calls() -> None:
         nonlocal calls, carried, chars
         if any(isinstance(e, ToolCall) for e in calls):
-            turns.append(Turn(kind="observe", events=tuple(calls)))
+            turns.append(TurnPlan(kind="observe", events=tuple(calls)))
             calls, chars = [], 0
 
     for event, size in zip(events, sizes, strict=True):
@@ -80,13 +81,13 @@ def plan_turns(
             carried.append(event)
         elif isinstance(event, Summarize):
             flush_calls()
-            turns.append(Turn(kind="summarize", events=(*carried, event)))
+            turns.append(TurnPlan(kind="summarize", events=(*carried, event)))
             carried = []
         else:  # End
             flush_calls()
-            turns.append(Turn(kind="record", events=(*carried, event)))
+            turns.append(TurnPlan(kind="record", events=(*carried, event)))
             carried = []
     flush_calls()
     if carried:
-        turns.append(Turn(kind="record", events=tuple(carried)))
+        turns.append(TurnPlan(kind="record", events=tuple(carried)))
     return turns

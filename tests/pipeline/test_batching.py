@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.batching import Turn, plan_turns
+from pipeline.batching import TurnPlan, plan_turns
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -29,7 +29,7 @@ def _events(codes: str) -> list[Event]:
     return [_event(c, i) for i, c in enumerate(codes)]
 
 
-def _shape(turns: list[Turn]) -> list[str]:
+def _shape(turns: list[TurnPlan]) -> list[str]:
     """Each turn as kind:codes, e.g. observe:ptt."""
     return [f"{t.kind}:{''.join(e.event_id[0] for e in t.events)}" for t in turns]
 

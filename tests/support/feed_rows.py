@@ -1,4 +1,4 @@
-"""Rows for fan-out tests: store them in real SQLite, announce them through the Broadcaster."""
+"""Rows for fan-out tests: store them in real SQLite, announce them as the worker does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.observe.broadcast import Broadcaster
+from worker.observe.outbox import Outbox
 from worker.storage.protocol import Store
 from worker.storage.records import (
     BatchWrite,
@@ -126,4 +126,8 @@ async def store_rows(
 
 async def announce(redis: Redis, keys: Keys, store: Store, rows: Sequence[StoredRow]) -> None:
     """Announce rows exactly as the worker does (PUBLISH + XADD to the feed)."""
-    await Broadcaster(redis, keys, store, feed_maxlen=10_000).announce(rows)
+    outbox = Outbox(redis, keys, store, feed_maxlen=10_000)
+    pipe = redis.pipeline(transaction=False)
+    outbox.queue(pipe, rows)
+    await pipe.execute()
+    await outbox.sent(rows)

@@ -40,6 +40,9 @@ def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -
         "PYTHONPYCACHEPREFIX": str(_PYCACHE),
         "LANG": "C.UTF-8",
     }
+    if "PYTHONPATH" in os.environ:
+        # A worktree run (PYTHONPATH=$PWD) tests that tree's console scripts, not the install's.
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     if redis_url is not None:
         env["MEMQ_REDIS_URL"] = redis_url
     # A worktree run (PYTHONPATH=$PWD) has its subprocesses import that tree, not the install.

@@ -10,11 +10,12 @@ import time
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from pipeline.outcomes import Outcome, TurnResult
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetExceededError
+from worker.limits.pauses import ProviderPausedError
 from worker.limits.rate_limit import RateLimiter, ThrottledError
 from worker.observers.protocol import Usage
-from worker.outcomes import Outcome, TurnResult
 from worker.settings import Settings
 from worker.telemetry.counters import Counters
 
@@ -24,7 +25,9 @@ SHORT_WAIT_S = 1.0
 """A rate-limit wait shorter than this is slept in the turn; a longer one defers the job."""
 _MAX_IN_TURN_WAIT_S = 3.0  # many short waits in a row (a saturated fleet) also defer the job
 
-CallRefusedError = BudgetExceededError | ThrottledError
+CallRefusedError = BudgetExceededError | ThrottledError | ProviderPausedError
+CALL_REFUSALS = (BudgetExceededError, ThrottledError, ProviderPausedError)
+"""What `admit` raises instead of letting a call go; `refused` turns each into an outcome."""
 
 
 class CallGate:
@@ -58,7 +61,7 @@ class CallGate:
         self.counters = counters
 
     async def admit(self, project: str, deadline: float) -> None:
-        """Return when the call may go; raise BudgetExceededError or ThrottledError if not."""
+        """Return when the call may go; raise one of CALL_REFUSALS if not."""
         await self.budget.check(project)
         waited = 0.0
         while (wait_s := await self.limiter.acquire()) > 0:
@@ -75,10 +78,6 @@ class CallGate:
             await asyncio.sleep(wait_s)
             waited += wait_s
 
-    async def account_budget(self, project: str, usage: Usage) -> None:
-        """Add one answered call's tokens (input + output, as reported) to the day's budgets."""
-        await self.budget.add(project, usage.input_tokens + usage.output_tokens)
-
     async def charge_limits(self, usage: Usage) -> None:
         """Charge one answered call's tokens to the rate limits only (budgets come later)."""
         await self.limiter.charge(usage.input_tokens + usage.output_tokens)
@@ -93,14 +92,19 @@ class CallGate:
 
     async def refused(self, session: str, error: CallRefusedError) -> TurnResult:
         """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
+        if isinstance(error, ProviderPausedError):
+            # Another worker paused the provider (and counted it): wait it out, keep the batch.
+            return TurnResult(outcome=Outcome.PAUSED, reason=str(error), defer_s=error.remaining_s)
         if isinstance(error, BudgetExceededError):
-            await self.counters.count(str(Outcome.PAUSED), 1, "budget")
-            logger.warning("%s", error)
-            return TurnResult(
+            result = TurnResult(
                 outcome=Outcome.PAUSED, category="budget", reason=str(error), defer_s=error.retry_s
             )
-        await self.counters.count(str(Outcome.THROTTLED))
-        logger.info("%s", error, extra={"wait_s": error.wait_s})
+            await self.counters.count(result)
+            logger.warning("%s", error)
+            return result
         # Jitter: sessions throttled together should not all come back at the same instant.
         defer_s = error.wait_s * (1 + 0.25 * random.random())
-        return TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)
+        result = TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)
+        await self.counters.count(result)
+        logger.info("%s", error, extra={"wait_s": error.wait_s})
+        return result

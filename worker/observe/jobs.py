@@ -115,11 +115,7 @@ async def build_runtime(
         metrics=metrics,
     )
     # Rows a crashed worker stored but never announced.
-    backlog = await rt.broadcaster.announce_backlog()
-    if backlog:
-        if metrics is not None:
-            metrics.count_recovered("startup", backlog)
-        logger.info("announced %d rows left unannounced by a crash", backlog)
+    await rt.outbox.flush(late="startup")
     return rt
 
 

@@ -1,4 +1,4 @@
-"""The observer conversation of a session, kept in Redis so any worker can continue it."""
+"""The observer conversation of a session (its ObserverState), kept in Redis for any worker."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from pipeline.conversation import ObserverState
 from worker.connect.lua import LuaScript
 from worker.keys import Keys
-from worker.observers.protocol import Turn as ConversationTurn
 
 STATE_TTL_S = 30 * 24 * 3600
 
@@ -18,30 +18,6 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('SET', KEYS[2], ARGV[2], 'EX', tonumber(ARGV[3]))
 return 1
 """)
-
-
-class ObserverState(msgspec.Struct, kw_only=True):
-    """What the next turn needs: the system prompt, bounded history, request, retries."""
-
-    system: str
-    history: list[ConversationTurn] = []
-    project: str = ""
-    user_request: str = ""
-    prompt_number: int = 0
-    told_prompt_number: int = 0
-    """The highest prompt number the observer has been shown."""
-
-
-def bounded_history(
-    history: list[ConversationTurn], max_turns: int, max_chars: int
-) -> list[ConversationTurn]:
-    """Keep the newest turns within both limits; the oldest are dropped first."""
-    kept = history[-max_turns:] if max_turns > 0 else []
-    total = sum(len(t.user) + len(t.assistant) for t in kept)
-    while kept and total > max_chars:
-        total -= len(kept[0].user) + len(kept[0].assistant)
-        kept = kept[1:]
-    return kept
 
 
 class StateStore:
@@ -68,13 +44,6 @@ class StateStore:
             return msgspec.json.decode(raw, type=ObserverState)
         except msgspec.DecodeError:
             return None  # treated as lost: the continuation prompt takes over
-
-    async def save(self, session: str, token: int, state: ObserverState) -> bool:
-        """Save state if the lease is still ours; False when it was refused."""
-        pipe = self.redis.pipeline(transaction=False)
-        self.queue_save(pipe, session, token, state)
-        (done,) = await pipe.execute()
-        return int(done) == 1
 
     def queue_save(self, pipe: Pipeline, session: str, token: int, state: ObserverState) -> None:
         """Add the lease-guarded save to a pipeline (its reply is 1, or -1 when refused)."""

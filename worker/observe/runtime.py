@@ -13,8 +13,8 @@ from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.limits.admission import CallGate
 from worker.limits.pauses import Pauses
-from worker.observe.broadcast import Broadcaster
 from worker.observe.observer_state import StateStore
+from worker.observe.outbox import Outbox
 from worker.observers.protocol import Observer
 from worker.queue.scheduling import Scheduler
 from worker.settings import Settings
@@ -39,7 +39,6 @@ class Runtime:
     states: StateStore
     pauses: Pauses
     counters: Counters
-    broadcaster: Broadcaster
     consumer: str
     """This worker's consumer name in the session streams' group."""
     gate: CallGate
@@ -48,6 +47,11 @@ class Runtime:
     """Set on SIGTERM/SIGINT: jobs finish the turn in hand, start no new one, and hand off."""
     metrics: Metrics | None = None
     """This process' Prometheus metrics (`memq worker --metrics-port`), fed by `counters`."""
+
+    @property
+    def outbox(self) -> Outbox:
+        """The way this runtime's stored rows get announced (built per use: tests swap `store`)."""
+        return Outbox(self.redis, self.keys, self.store, self.settings.feed_maxlen, self.metrics)
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -88,7 +92,6 @@ class Runtime:
             states=StateStore(redis, keys),
             pauses=Pauses(redis, keys),
             counters=counters,
-            broadcaster=Broadcaster(redis, keys, store, settings.feed_maxlen),
             consumer=consumer,
             gate=gate,
             metrics=metrics,

@@ -8,15 +8,17 @@ import time
 from collections.abc import Awaitable
 from typing import cast
 
+import msgspec
 from redis.exceptions import RedisError
 
-from pipeline.batching import plan_turns
+from pipeline.batching import TurnPlan, plan_turns
+from pipeline.conversation import ObserverState
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event
-from worker.observe.observer_state import ObserverState
+from pipeline.outcomes import Outcome, TurnResult
+from worker.backoff import backoff_s
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
-from worker.outcomes import Outcome, backoff_s
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
 from worker.storage.protocol import StaleFenceError
@@ -83,6 +85,13 @@ async def _error_backoff_s(rt: Runtime, session: str) -> float:
     return backoff_s(failures, base_s=s.retry_base_s, max_s=s.retry_max_s)
 
 
+class Delivered(msgspec.Struct, frozen=True):
+    """A stream entry and the event it carries."""
+
+    entry: Entry
+    event: Event
+
+
 async def _drive(
     rt: Runtime, session: str, lease: Lease, state: ObserverState | None
 ) -> tuple[str, float]:
@@ -108,27 +117,21 @@ async def _drive(
         if not entries:
             break
         claim = True
-        pairs = await _decode(rt, session, lease, stream, entries)
-        if not pairs:
+        delivered, bad = decode_entries(session, entries)
+        await _dead_letter(rt, session, lease, stream, bad)
+        delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        if not delivered:
             continue
-        events = [ev for _, ev in pairs]
-        turns = plan_turns(
-            events,
-            max_tool_calls=s.batch_max_events,
-            max_chars=s.batch_max_chars,
-            sizes=[len(e.raw or b"") for e, _ in pairs],
-        )
-        by_event = {id(ev): entry for entry, ev in pairs}
-        for turn in turns:
+        turns = _plan(delivered, max_events=s.batch_max_events, max_chars=s.batch_max_chars)
+        for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
                 return "stopping", 0.0
-            turn_entries = [by_event[id(ev)] for ev in turn.events]
             # The batch's last turn reads the next batch in its commit's round trip, when
             # the job will go on (entries read ahead and not used are claimed by a later job).
             goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
-            runner.read_ahead = s.batch_max_events if turn is turns[-1] and goes_on else 0
+            read_ahead = s.batch_max_events if i == len(turns) - 1 and goes_on else 0
             t0 = time.monotonic()
-            result = await runner.run(turn, turn_entries, deadline)
+            result = await runner.run(plan, turn_entries, deadline, read_ahead=read_ahead)
             logger.info(
                 "turn %s",
                 result.label,
@@ -136,13 +139,13 @@ async def _drive(
                     "outcome": result.label,
                     "stored": result.stored,
                     "dedup": result.deduplicated,
-                    "events": len(turn.events),
+                    "events": len(plan.events),
                     "ms": round((time.monotonic() - t0) * 1000, 1),
                 },
             )
             if rt.metrics is not None:
-                rt.metrics.finish_turn(result.label, len(turn.events))
-            ended = ended or turn.ends
+                rt.metrics.finish_turn(result, len(plan.events))
+            ended = ended or plan.ends
             if result.stop:
                 return str(result.outcome), result.defer_s
             asked += result.outcome != Outcome.RECORDED
@@ -154,6 +157,25 @@ async def _drive(
         logger.info("session ended and drained")
         return "ended", 0.0
     return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
+
+
+def _plan(
+    delivered: list[Delivered], *, max_events: int, max_chars: int
+) -> list[tuple[TurnPlan, list[Entry]]]:
+    """The batch's turns, each with the stream entries it consumes (acked together)."""
+    plans = plan_turns(
+        [d.event for d in delivered],
+        max_tool_calls=max_events,
+        max_chars=max_chars,
+        sizes=[len(d.entry.raw or b"") for d in delivered],
+    )
+    # Turns take the events in order, each once (plan_turns' contract): consecutive slices.
+    turns, start = [], 0
+    for plan in plans:
+        end = start + len(plan.events)
+        turns.append((plan, [d.entry for d in delivered[start:end]]))
+        start = end
+    return turns
 
 
 async def _read_batch(
@@ -177,11 +199,11 @@ def _flushes(entries: list[Entry]) -> bool:
     )
 
 
-async def _decode(
-    rt: Runtime, session: str, lease: Lease, stream: SessionStream, entries: list[Entry]
-) -> list[tuple[Entry, Event]]:
-    """Decode entries; dead-letter the malformed, ack the ones a crash left processed."""
-    good: list[tuple[Entry, Event]] = []
+def decode_entries(
+    session: str, entries: list[Entry]
+) -> tuple[list[Delivered], list[tuple[Entry, str]]]:
+    """The entries' events, and the malformed entries (or of another session) with why."""
+    good: list[Delivered] = []
     bad: list[tuple[Entry, str]] = []
     for entry in entries:
         if entry.raw is None:
@@ -197,28 +219,34 @@ async def _decode(
                 (entry, f"event of session {event.memory_session_id} in stream of {session}")
             )
         else:
-            good.append((entry, event))
-    if bad:
-        await stream.dead_letter(lease.token, bad)
-        await rt.counters.count("dead", len(bad))
-        for entry, reason in bad:
-            logger.warning("dead-lettered %s: %s", entry.id, reason)
+            good.append(Delivered(entry, event))
+    return good, bad
+
+
+async def _dead_letter(
+    rt: Runtime, session: str, lease: Lease, stream: SessionStream, bad: list[tuple[Entry, str]]
+) -> None:
+    """Move undecodable entries to the dead letters, counted and logged."""
+    if not bad:
+        return
+    await stream.dead_letter(lease.token, bad)
+    await rt.counters.count(TurnResult(outcome=Outcome.DEAD), len(bad))
+    for entry, reason in bad:
+        logger.warning("dead-lettered %s: %s", entry.id, reason)
+
+
+async def _skip_processed(
+    rt: Runtime, session: str, lease: Lease, stream: SessionStream, delivered: list[Delivered]
+) -> list[Delivered]:
+    """The replay guard: ack the entries a crash left stored but unacked; return the rest."""
     # Only entries delivered before can have been stored: a crash between commit and ack.
     # New ones skip the storage round trip (publish already refused a repeated event id).
-    claimed = [ev.event_id for e, ev in good if e.claimed]
+    claimed = [d.event.event_id for d in delivered if d.entry.claimed]
     done = await rt.store.processed_event_ids(session, claimed) if claimed else set()
-    if done:
-        # Stored before a crash (or a Redis failure) and never acked: their rows may not have
-        # been announced either (announce and ack share the commit's round trip), so the
-        # session's unannounced rows go out first. Then ack; the observer never sees them again.
-        announced = await rt.broadcaster.announce_backlog(session=session)
-        if announced:
-            if rt.metrics is not None:
-                rt.metrics.count_recovered("session", announced)
-            logger.info(
-                "announced %d rows stored before a failure",
-                announced,
-            )
-        await stream.ack(lease.token, [e.id for e, ev in good if ev.event_id in done])
-        good = [(e, ev) for e, ev in good if ev.event_id not in done]
-    return good
+    if not done:
+        return delivered
+    # Their rows may not have been announced either (the announce comes before the ack):
+    # the session's outbox goes out first. Then ack; the observer never sees them again.
+    await rt.outbox.flush(session, late="session")
+    await stream.ack(lease.token, [d.entry.id for d in delivered if d.event.event_id in done])
+    return [d for d in delivered if d.event.event_id not in done]

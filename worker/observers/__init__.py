@@ -1,5 +1,6 @@
 """Observer providers (Anthropic Messages, OpenAI-compatible Chat Completions), one protocol."""
 
+from pipeline.conversation import Exchange
 from worker.observers.anthropic import AnthropicObserver
 from worker.observers.errors import (
     ObserverAuthError,
@@ -10,10 +11,11 @@ from worker.observers.errors import (
 )
 from worker.observers.factory import build_observer
 from worker.observers.openai import OpenAIObserver
-from worker.observers.protocol import Observer, ObserverReply, ObserverRequest, Turn, Usage
+from worker.observers.protocol import Observer, ObserverReply, ObserverRequest, Usage
 
 __all__ = [
     "AnthropicObserver",
+    "Exchange",
     "Observer",
     "ObserverAuthError",
     "ObserverError",
@@ -23,7 +25,6 @@ __all__ = [
     "ObserverRequest",
     "ObserverTransientError",
     "OpenAIObserver",
-    "Turn",
     "Usage",
     "build_observer",
 ]

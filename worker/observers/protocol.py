@@ -6,19 +6,14 @@ from typing import Protocol
 
 import msgspec
 
-
-class Turn(msgspec.Struct, frozen=True, kw_only=True):
-    """One earlier exchange with the observer: the user message and the reply it got."""
-
-    user: str
-    assistant: str
+from pipeline.conversation import Exchange
 
 
 class ObserverRequest(msgspec.Struct, frozen=True, kw_only=True):
     """Everything one observer call sends: system prompt, bounded history, this turn's message."""
 
     system: str  # the init or continuation prompt: stable across turns, so providers cache it
-    history: list[Turn]  # earlier turns, oldest first, already bounded by the caller
+    history: list[Exchange]  # earlier turns, oldest first, already bounded by the caller
     user: str
 
 

@@ -12,9 +12,9 @@ from pipeline.errors import EventDecodeError
 from pipeline.events import decode_event
 from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml
+from pipeline.turn_records import observation_records, summary_record
 from worker.keys import Keys
-from worker.observe.broadcast import Broadcaster
-from worker.observe.turn_records import observation_records, summary_record
+from worker.observe.outbox import Outbox
 from worker.queue.leases import Lease
 from worker.queue.scheduling import Scheduler
 from worker.settings import Settings
@@ -90,7 +90,7 @@ async def replay_dropped(
     rows: list[DroppedRow],
 ) -> list[ReplayResult]:
     """Re-parse kept replies with today's parser and store what now parses."""
-    broadcaster = Broadcaster(redis, keys, store, settings.feed_maxlen)
+    outbox = Outbox(redis, keys, store, settings.feed_maxlen)
     results = []
     for row in rows:
         parsed = parse_agent_xml(row.raw, valid_types=mode.type_ids)
@@ -135,7 +135,7 @@ async def replay_dropped(
                 )
             )
             await store.mark_dropped_replayed(row.id)
-            await broadcaster.announce(written.stored)
+            await outbox.flush(row.memory_session_id)
         finally:
             await lease.release()
         results.append(

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, cast
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
+from pipeline.outcomes import COUNTED, Outcome, TurnResult
 from worker.keys import Keys
-from worker.outcomes import COUNTED
 
 if TYPE_CHECKING:
     from worker.telemetry.metrics import Metrics
@@ -23,36 +23,34 @@ class Counters:
         self.keys = keys
         self.metrics = metrics
 
-    async def count(self, outcome: str, n: int = 1, category: str | None = None) -> None:
-        """Add n to an outcome (and to `outcome:category` when a category is given)."""
-        if n <= 0:
-            return
+    async def count(self, result: TurnResult, n: int = 1) -> None:
+        """Count a finished turn (see `queue_count`)."""
         pipe = self.redis.pipeline(transaction=False)
-        self.queue_count(pipe, outcome, n, category)
+        self.queue_count(pipe, result, n)
         await pipe.execute()
 
-    def queue_count(
-        self, pipe: Pipeline, outcome: str, n: int = 1, category: str | None = None
-    ) -> None:
-        """`count` as part of a pipeline the caller runs (metrics count at once)."""
+    def queue_count(self, pipe: Pipeline, result: TurnResult, n: int = 1) -> None:
+        """Count a finished turn in a pipeline the caller runs (metrics count at once): its
+        stored and deduplicated rows, or its outcome n times (dead: once per entry)."""
+        if result.outcome is Outcome.STORED:
+            self._queue(pipe, "stored", result.stored)
+            self._queue(pipe, "deduplicated", result.deduplicated)
+        elif result.outcome is not Outcome.RECORDED:
+            self._queue(pipe, str(result.outcome), n, result.category)
+
+    def _queue(self, pipe: Pipeline, name: str, n: int, category: str | None = None) -> None:
         if n <= 0:
             return
-        pipe.hincrby(self.keys.outcomes, outcome, n)
+        pipe.hincrby(self.keys.outcomes, name, n)
         if category:
-            pipe.hincrby(self.keys.outcomes, f"{outcome}:{category}", n)
+            pipe.hincrby(self.keys.outcomes, f"{name}:{category}", n)
         if self.metrics is not None:
-            self.metrics.count_outcome(outcome, n, category)
-
-    async def add_tokens(self, input_tokens: int, cached_input_tokens: int, output: int) -> None:
-        """Add one call's token usage."""
-        pipe = self.redis.pipeline(transaction=False)
-        self.queue_tokens(pipe, input_tokens, cached_input_tokens, output)
-        await pipe.execute()
+            self.metrics.count_outcome(name, n, category)
 
     def queue_tokens(
         self, pipe: Pipeline, input_tokens: int, cached_input_tokens: int, output: int
     ) -> None:
-        """`add_tokens` as part of a pipeline the caller runs."""
+        """Add one call's token usage, in a pipeline the caller runs."""
         pipe.hincrby(self.keys.tokens, "input", input_tokens)
         pipe.hincrby(self.keys.tokens, "cached_input", cached_input_tokens)
         pipe.hincrby(self.keys.tokens, "output", output)

@@ -14,14 +14,11 @@ from prometheus_client import (
     generate_latest,
 )
 
+from pipeline.outcomes import COUNTED, Outcome, TurnResult
 from worker.observers.protocol import Observer, ObserverReply, ObserverRequest
-from worker.outcomes import COUNTED
 
 PROVIDERS = ("anthropic", "openai")
 TOKEN_KINDS = ("input", "cached_input", "output")
-# Turns that end with these leave their events pending: they come back in a later turn.
-_UNFINISHED = frozenset({"paused", "retry", "throttled"})
-"""The logger whose one record per turn (extras `outcome`, `events`) feeds events and batches."""
 
 
 class FleetFigures(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,13 +127,13 @@ class Metrics:
         self.tokens.labels("cached_input").inc(cached_input_tokens)
         self.tokens.labels("output").inc(output)
 
-    def finish_turn(self, outcome: str, events: int) -> None:
+    def finish_turn(self, result: TurnResult, events: int) -> None:
         """Count a turn's events once it finished; observer turns also give a batch size."""
-        kind = outcome.split(":", 1)[0]
-        if kind in _UNFINISHED or events <= 0:
+        # A stopping turn leaves its events pending: they come back in a later turn.
+        if result.stop or events <= 0:
             return
         self.events.inc(events)
-        if kind != "recorded":  # prompts and ends only: no observer call, no batch
+        if result.outcome is not Outcome.RECORDED:  # prompts and ends only: no observer call
             self.batch_size.observe(events)
 
     def count_recovered(self, by: str, rows: int) -> None:

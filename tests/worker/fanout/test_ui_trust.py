@@ -21,7 +21,7 @@ from worker.errors import ConfigError
 from worker.fanout.ui.app import check_bind
 from worker.fanout.ui.live import REPLAY_MAX
 from worker.keys import Keys
-from worker.observe.broadcast import Broadcaster
+from worker.observe.outbox import Outbox
 from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("ui")
@@ -46,7 +46,7 @@ async def _fix_base_url(
 async def _announce_fake(redis: aioredis.Redis, store: SqliteStore, numbers: range) -> None:
     """Announce rows as the worker does (XADD + PUBLISH), many in one round trip."""
     pipe = redis.pipeline(transaction=False)
-    Broadcaster(redis, KEYS, store, feed_maxlen=100_000).queue(pipe, [fake_row(n) for n in numbers])
+    Outbox(redis, KEYS, store, feed_maxlen=100_000).queue(pipe, [fake_row(n) for n in numbers])
     await pipe.execute()
 
 

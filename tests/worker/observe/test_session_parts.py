@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from pipeline.conversation import ObserverState
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.observe.observer_state import ObserverState, StateStore, bounded_history
-from worker.observers.protocol import Turn
+from worker.observe.observer_state import StateStore
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import FencedError, SessionStream
 from worker.storage.protocol import StaleFenceError
@@ -174,7 +174,9 @@ async def test_a_stale_holder_is_refused_everywhere(
             await stream.dead_letter(stale.token, [(entry, "nope")])
         assert not await stream.delete_if_drained(stale.token)
         states = StateStore(redis, KEYS)
-        assert not await states.save(SESSION, stale.token, ObserverState(system="old"))
+        pipe = redis.pipeline(transaction=False)
+        states.queue_save(pipe, SESSION, stale.token, ObserverState(system="old"))
+        assert await pipe.execute() == [-1]
         assert await states.load(SESSION) is None
         assert await redis.xlen(KEYS.events(SESSION)) == 1  # nothing acked by the stale one
         await asyncio.sleep(0.3)  # its renewal notices the loss
@@ -212,24 +214,6 @@ async def test_delete_if_drained_only_deletes_an_empty_stream(
         await lease.release()
     assert not await redis.exists(KEYS.events(SESSION))
     assert not await redis.sismember(KEYS.sessions, SESSION)
-
-
-@pytest.mark.parametrize(
-    ("turns", "max_turns", "max_chars", "kept"),
-    [
-        (5, 2, 10_000, [3, 4]),
-        (5, 0, 10_000, []),
-        (5, 10, 10_000, [0, 1, 2, 3, 4]),
-        (5, 10, 25, [3, 4]),  # each turn is 11 chars: the char cap drops the oldest
-        (1, 3, 5, []),  # a single turn over the cap is dropped too
-    ],
-)
-def test_history_keeps_the_newest_turns_within_both_limits(
-    turns: int, max_turns: int, max_chars: int, kept: list[int]
-) -> None:
-    history = [Turn(user=f"user {i}", assistant=f"obs {i}") for i in range(turns)]
-    bounded = bounded_history(history, max_turns, max_chars)
-    assert bounded == [history[i] for i in kept]
 
 
 async def test_a_lost_fence_counter_recovers_instead_of_refusing_forever(

@@ -18,6 +18,7 @@ from tests.support.ports import free_port
 from worker.errors import ConfigError
 from worker.observers import (
     AnthropicObserver,
+    Exchange,
     Observer,
     ObserverAuthError,
     ObserverError,
@@ -26,7 +27,6 @@ from worker.observers import (
     ObserverRequest,
     ObserverTransientError,
     OpenAIObserver,
-    Turn,
     Usage,
     build_observer,
 )
@@ -36,8 +36,8 @@ from worker.settings import load_settings
 
 SYSTEM = "You observe a coding session and answer in XML."
 HISTORY = [
-    Turn(user="batch one", assistant="<observation>1</observation>"),
-    Turn(user="batch two", assistant="<observation>2</observation>"),
+    Exchange(user="batch one", assistant="<observation>1</observation>"),
+    Exchange(user="batch two", assistant="<observation>2</observation>"),
 ]
 REQUEST = ObserverRequest(system=SYSTEM, history=HISTORY, user="batch three")
 MakeObserver = Callable[..., Observer]
@@ -165,7 +165,10 @@ async def test_anthropic_leaves_out_turns_with_an_empty_reply(
     fake_observer: FakeObserver, shared: dict[str, Observer]
 ) -> None:
     observer = shared["anthropic"]
-    history = [Turn(user="skipped batch", assistant=""), Turn(user="kept", assistant="<x/>")]
+    history = [
+        Exchange(user="skipped batch", assistant=""),
+        Exchange(user="kept", assistant="<x/>"),
+    ]
 
     await observer.complete(ObserverRequest(system=SYSTEM, history=history, user="now"))
 

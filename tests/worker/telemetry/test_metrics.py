@@ -21,7 +21,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from pipeline.conversation import Exchange, ObserverState
 from pipeline.events import encode_event
+from pipeline.outcomes import COUNTED as COUNTED_NAMES
+from pipeline.outcomes import Outcome, TurnResult
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import closed_port_url, subprocess_env
 from tests.support.ports import free_port, wait_for_port
@@ -31,8 +34,6 @@ from tests.support.worker_process import WorkerProcess
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
 from worker.observe.jobs import build_runtime, close_runtime
-from worker.observe.observer_state import ObserverState
-from worker.observers.protocol import Turn as Exchange
 from worker.ops.embedded_http import HealthListenError
 from worker.ops.health import HealthServer
 from worker.ops.silence import silent_sessions
@@ -115,17 +116,38 @@ def _observation(session: str, title: str, at: datetime) -> ObservationRecord:
     )  # fmt: skip
 
 
+STORED, DROPPED, PAUSED, RETRY, DEAD, SKIPPED = (
+    Outcome.STORED, Outcome.DROPPED, Outcome.PAUSED, Outcome.RETRY, Outcome.DEAD, Outcome.SKIPPED
+)  # fmt: skip
 COUNTED = [
-    pytest.param([("stored", 3, None), ("deduplicated", 2, None)], id="stored-and-deduplicated"),
     pytest.param(
-        [("dropped", 1, "prose"), ("dropped", 1, "prose"), ("dropped", 1, "malformed_xml")],
+        [(TurnResult(outcome=STORED, stored=3, deduplicated=2), 1)], id="stored-and-dedup"
+    ),
+    pytest.param(
+        [
+            (TurnResult(outcome=DROPPED, category="prose"), 1),
+            (TurnResult(outcome=DROPPED, category="prose"), 1),
+            (TurnResult(outcome=DROPPED, category="malformed_xml"), 1),
+        ],
         id="dropped-by-category",
     ),
     pytest.param(
-        [("paused", 1, None), ("retry", 1, None), ("retry", 1, None), ("dead", 4, None)],
+        [
+            (TurnResult(outcome=PAUSED), 1),
+            (TurnResult(outcome=RETRY), 1),
+            (TurnResult(outcome=RETRY), 1),
+            (TurnResult(outcome=DEAD), 4),  # one per dead-lettered entry
+        ],
         id="paused-retry-dead",
     ),
-    pytest.param([("skipped", 1, None), ("stored", 0, None)], id="zero-counts-nothing"),
+    pytest.param(
+        [
+            (TurnResult(outcome=SKIPPED), 1),
+            (TurnResult(outcome=STORED), 1),  # nothing new stored
+            (TurnResult(outcome=Outcome.RECORDED), 1),  # bookkeeping is no outcome
+        ],
+        id="zero-counts-nothing",
+    ),
 ]
 
 
@@ -134,20 +156,22 @@ async def test_metrics_show_every_outcome_counted_in_redis(
     tmp_path: Path,
     redis: aioredis.Redis,
     health: HealthFactory,
-    counted: list[tuple[str, int, str | None]],
+    counted: list[tuple[TurnResult, int]],
 ) -> None:
     metrics = Metrics()
     counters = Counters(redis, Keys("memq"), metrics)
-    for outcome, n, category in counted:
-        await counters.count(outcome, n, category)
-    await counters.add_tokens(120, 100, 30)
-    await counters.add_tokens(7, 0, 5)
+    for result, n in counted:
+        await counters.count(result, n)
+    pipe = redis.pipeline(transaction=False)
+    counters.queue_tokens(pipe, 120, 100, 30)
+    counters.queue_tokens(pipe, 7, 0, 5)
+    await pipe.execute()
     async with health(redis, SqliteStore(tmp_path / "memq.db"), metrics) as url:
         status, text = await _get(f"{url}/metrics")
     assert status == 200
     samples = _samples(text)
     in_redis = await counters.outcomes()
-    for outcome in {o for o, _, _ in counted}:
+    for outcome in COUNTED_NAMES:
         series = {
             labels: v
             for (name, labels), v in samples.items()
@@ -232,7 +256,7 @@ async def test_readyz_turns_503_while_redis_is_stopped_and_the_server_keeps_answ
     server = RedisServer(tmp_path / "own-redis").start()
     client = aioredis.Redis.from_url(server.url)
     metrics = Metrics()
-    await Counters(client, Keys("memq"), metrics).count("stored", 2)
+    await Counters(client, Keys("memq"), metrics).count(TurnResult(outcome=STORED, stored=2))
     try:
         async with health(client, SqliteStore(tmp_path / "memq.db"), metrics) as url:
             assert await _get(f"{url}/readyz") == (200, "ready\n")
@@ -363,21 +387,22 @@ async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
 
 
 TURNS = [
-    pytest.param("stored", 3, 3, 1, id="stored"),
-    pytest.param("dropped:prose", 2, 2, 1, id="dropped"),
-    pytest.param("dead", 4, 4, 1, id="dead"),
-    pytest.param("recorded", 2, 2, 0, id="recorded-has-no-observer-batch"),
-    pytest.param("paused", 4, 0, 0, id="paused-comes-back-later"),
-    pytest.param("retry", 1, 0, 0, id="retry-comes-back-later"),
+    pytest.param(TurnResult(outcome=STORED), 3, 3, 1, id="stored"),
+    pytest.param(TurnResult(outcome=DROPPED, category="prose"), 2, 2, 1, id="dropped"),
+    pytest.param(TurnResult(outcome=DEAD), 4, 4, 1, id="dead"),
+    pytest.param(TurnResult(outcome=Outcome.RECORDED), 2, 2, 0, id="recorded-has-no-batch"),
+    pytest.param(TurnResult(outcome=PAUSED), 4, 0, 0, id="paused-comes-back-later"),
+    pytest.param(TurnResult(outcome=RETRY), 1, 0, 0, id="retry-comes-back-later"),
+    pytest.param(TurnResult(outcome=Outcome.THROTTLED), 1, 0, 0, id="throttled-comes-back-later"),
 ]
 
 
-@pytest.mark.parametrize(("outcome", "events", "counted", "batches"), TURNS)
+@pytest.mark.parametrize(("result", "events", "counted", "batches"), TURNS)
 def test_finished_turns_count_their_events_and_observer_batches(
-    outcome: str, events: int, counted: int, batches: int
+    result: TurnResult, events: int, counted: int, batches: int
 ) -> None:
     metrics = Metrics()
-    metrics.finish_turn(outcome, events)
+    metrics.finish_turn(result, events)
     samples = _samples(metrics.render().decode())
     assert _value(samples, "memq_events_total") == counted
     assert _value(samples, "memq_batch_size_count") == batches

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import random
 
 import msgspec
 
@@ -22,9 +21,6 @@ class Outcome(enum.StrEnum):
     RECORDED = "recorded"
     """Bookkeeping only (a prompt or an end with no tool calls): nothing for the observer."""
 
-
-MAX_RETRY_AFTER_S = 6 * 3600
-"""The longest retry-after honoured (the same bound as a quota pause)."""
 
 COUNTED = (
     "stored",
@@ -64,23 +60,3 @@ def dropped_category(classification: str, parse_reason: str | None) -> str:
     if classification == "xml":
         return "malformed_xml" if parse_reason is None else f"xml_{parse_reason}"
     return classification
-
-
-def backoff_s(
-    attempt: int,
-    *,
-    base_s: float,
-    max_s: float,
-    retry_after_s: float | None = None,
-    rng: random.Random | None = None,
-) -> float:
-    """Capped exponential backoff with jitter; a server's retry-after wins when longer.
-
-    `max_s` caps our own backoff only: retrying before the server's retry-after just earns
-    another 429, so that wait is honoured up to MAX_RETRY_AFTER_S.
-    """
-    rand: float = (rng or random).random()
-    computed = min(max_s, base_s * (2.0 ** max(0, attempt - 1))) * (0.5 + 0.5 * rand)
-    if retry_after_s is not None:
-        return max(computed, min(retry_after_s, MAX_RETRY_AFTER_S))
-    return computed

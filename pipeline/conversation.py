@@ -1,10 +1,10 @@
-"""The observer conversation's prompts: which system prompt, which user message, per turn."""
+"""The observer conversation: its state, which prompt each turn sends, the bounded history."""
 
 from __future__ import annotations
 
 import msgspec
 
-from pipeline.batching import Turn
+from pipeline.batching import TurnPlan
 from pipeline.events import Prompt
 from pipeline.modes import Mode
 from pipeline.prompts import (
@@ -13,25 +13,53 @@ from pipeline.prompts import (
     build_observation_prompt,
     build_summary_prompt,
 )
-from worker.observe.observer_state import ObserverState
-from worker.storage.records import PromptRow
+from pipeline.records import PromptRow
+
+
+class Exchange(msgspec.Struct, frozen=True, kw_only=True):
+    """One earlier exchange with the observer: the user message and the reply it got."""
+
+    user: str
+    assistant: str
+
+
+class ObserverState(msgspec.Struct, kw_only=True):
+    """What the next turn needs: the system prompt, bounded history, request, retries."""
+
+    system: str
+    history: list[Exchange] = []
+    project: str = ""
+    user_request: str = ""
+    prompt_number: int = 0
+    told_prompt_number: int = 0
+    """The highest prompt number the observer has been shown."""
+
+
+def bounded_history(history: list[Exchange], max_turns: int, max_chars: int) -> list[Exchange]:
+    """Keep the newest exchanges within both limits; the oldest are dropped first."""
+    kept = history[-max_turns:] if max_turns > 0 else []
+    total = sum(len(t.user) + len(t.assistant) for t in kept)
+    while kept and total > max_chars:
+        total -= len(kept[0].user) + len(kept[0].assistant)
+        kept = kept[1:]
+    return kept
 
 
 def conversation_state(
     mode: Mode,
     session: str,
     state: ObserverState | None,
-    turn: Turn,
+    plan: TurnPlan,
     stored: PromptRow | None = None,
 ) -> ObserverState:
     """The conversation to continue, or a new one: the init prompt when the turn opens the
     session with its first request, else the continuation prompt (the state was lost).
 
     `stored` is the session's last stored request, the one a lost state held when the turn
-    carries none.
+    carries none. The state passed in is never changed.
     """
-    first = turn.events[0]
-    prompts = later = turn.prompts
+    first = plan.events[0]
+    prompts = later = plan.prompts
     if state is not None:
         # A copy: the turn may still fail, and only a committed turn changes the conversation.
         state = msgspec.structs.replace(state, history=list(state.history), project=first.project)
@@ -69,23 +97,21 @@ def conversation_state(
 
 
 def user_message(
-    mode: Mode, turn: Turn, state: ObserverState, field_budget_chars: int
+    mode: Mode, plan: TurnPlan, state: ObserverState, field_budget_chars: int
 ) -> tuple[str, Prompt | None]:
     """This turn's user message, and the new request it tells the observer about (if any)."""
-    new_request = _untold_request(turn, state)
-    summarize = turn.summarize
-    if turn.kind == "summarize" and summarize is not None:
+    new_request = _untold_request(plan, state)
+    summarize = plan.summarize
+    if plan.kind == "summarize" and summarize is not None:
         message = build_summary_prompt(
             mode,
             last_assistant_message=summarize.last_assistant_message,
             user_prompt=state.user_request or None,
             prompt_number=state.prompt_number or None,
         )
-        if new_request is not None:
-            state.told_prompt_number = state.prompt_number
-        return message, None
+        return message, new_request
     message = build_observation_prompt(
-        turn.tool_calls,
+        plan.tool_calls,
         mode=mode,
         field_budget_chars=field_budget_chars,
         new_request=new_request,
@@ -93,7 +119,7 @@ def user_message(
     return message, new_request
 
 
-def _untold_request(turn: Turn, state: ObserverState) -> Prompt | None:
+def _untold_request(plan: TurnPlan, state: ObserverState) -> Prompt | None:
     """The request the observer has not been shown yet, if any.
 
     Usually the turn carries it; but a prompt that reached the worker before any of its tool
@@ -101,9 +127,9 @@ def _untold_request(turn: Turn, state: ObserverState) -> Prompt | None:
     """
     if state.prompt_number <= state.told_prompt_number:
         return None
-    if turn.prompts:
-        return msgspec.structs.replace(turn.prompts[-1], prompt_number=state.prompt_number)
-    first = turn.events[0]
+    if plan.prompts:
+        return msgspec.structs.replace(plan.prompts[-1], prompt_number=state.prompt_number)
+    first = plan.events[0]
     return Prompt(
         event_id=first.event_id,
         memory_session_id=first.memory_session_id,

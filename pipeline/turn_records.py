@@ -9,7 +9,7 @@ from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import ToolCall
 from pipeline.evidence import file_evidence, mentioned_paths, merge_model_files
 from pipeline.parser import ParsedObservation, ParsedSummary
-from worker.storage.records import ObservationRecord, SummaryRecord
+from pipeline.records import ObservationRecord, SummaryRecord
 
 
 def observation_records(

@@ -1,20 +1,20 @@
-"""Which conversation a turn continues, and which request number it carries (no I/O)."""
+"""Which conversation a turn continues, which request number it carries, the bounded history."""
 
 from __future__ import annotations
 
 import msgspec
 import pytest
 
-from pipeline.batching import Turn, plan_turns
+from pipeline.batching import TurnPlan, plan_turns
+from pipeline.conversation import Exchange, bounded_history, conversation_state, user_message
 from pipeline.events import Event
 from pipeline.mode_files import load_mode
 from tests.support.worker_harness import prompt, tool_call
-from worker.observe.conversation import conversation_state, user_message
 
 CODE = load_mode("code")
 
 
-def _turn(*events: Event) -> Turn:
+def _turn(*events: Event) -> TurnPlan:
     (turn,) = plan_turns(list(events), max_tool_calls=8, max_chars=100_000)
     return turn
 
@@ -47,3 +47,21 @@ def test_the_next_unnumbered_request_is_number_two_and_told_once() -> None:
     assert (state.prompt_number, state.user_request) == (2, "second request")
     assert new_request is not None
     assert new_request.prompt_number == 2
+
+
+@pytest.mark.parametrize(
+    ("turns", "max_turns", "max_chars", "kept"),
+    [
+        (5, 2, 10_000, [3, 4]),
+        (5, 0, 10_000, []),
+        (5, 10, 10_000, [0, 1, 2, 3, 4]),
+        (5, 10, 25, [3, 4]),  # each turn is 11 chars: the char cap drops the oldest
+        (1, 3, 5, []),  # a single turn over the cap is dropped too
+    ],
+)
+def test_history_keeps_the_newest_turns_within_both_limits(
+    turns: int, max_turns: int, max_chars: int, kept: list[int]
+) -> None:
+    history = [Exchange(user=f"user {i}", assistant=f"obs {i}") for i in range(turns)]
+    bounded = bounded_history(history, max_turns, max_chars)
+    assert bounded == [history[i] for i in kept]
