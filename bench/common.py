@@ -209,6 +209,9 @@ def worker_env(redis_url: str, observer_url: str, data_dir: Path, **memq: object
         "ANTHROPIC_API_KEY": "x",
         "ANTHROPIC_BASE_URL": observer_url,
         "MEMQ_MODEL": "bench-model",
+        # Throughput benches time how fast work drains: every turn due at once (a live
+        # session's turns wait for their batch to fill; bench/tokens.py measures that).
+        "MEMQ_BATCH_MAX_WAIT_S": "0",
         **{f"MEMQ_{name.upper()}": str(value) for name, value in memq.items()},
     }
 

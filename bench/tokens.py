@@ -33,17 +33,26 @@ import msgspec
 from bench.common import markdown_table
 from pipeline import compute_observation_content_hash, parse_agent_xml
 from pipeline.batching import plan_turns
-from pipeline.conversation import (
-    Exchange,
-    ObserverState,
-    bounded_history,
-    conversation_state,
-    user_message,
+from pipeline.conversation import ObserverState, conversation_state, user_message
+from pipeline.due import BatchPolicy, Waiting, due_at_ms
+from pipeline.events import (
+    Event,
+    Prompt,
+    Summarize,
+    ToolCall,
+    decode_event,
+    encode_event,
+    kind_of,
 )
-from pipeline.events import Event, Prompt, Summarize, ToolCall, decode_event, encode_event
 from pipeline.mode_files import load_mode
 from pipeline.modes import Mode
-from pipeline.prompts import build_init_prompt, build_summary_prompt, format_timestamp
+from pipeline.prompts import (
+    build_init_prompt,
+    build_observation_prompt,
+    build_summary_prompt,
+    format_timestamp,
+)
+from pipeline.settle import Answer, HistoryLimits, record, settle
 from pipeline.truncate import truncate_observation_field
 from tests.support.fake_observer import RecordedRequest, deterministic_reply
 from worker.ingest.producer import prepare_event
@@ -51,6 +60,9 @@ from worker.settings import Settings
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "session.jsonl"
 CACHE_READ_PRICE = 0.1  # Anthropic bills cache reads at a tenth of the input price
+CACHE_WRITE_PRICE = 1.25  # and cache writes (5-minute cache) at 1.25 times it
+# The default observer, claude-haiku-4-5, caches a prefix of 4,096 tokens or more only.
+MIN_CACHE_TOKENS = 4096
 CONTEXT_CHARS = 800_000  # a 200k-token context window at ~4 chars a token
 
 
@@ -60,14 +72,16 @@ class Scheme(msgspec.Struct, kw_only=True):
     name: str
     calls: int = 0
     cached: int = 0
+    written: int = 0
     uncached: int = 0
     tool_calls: int = 0
     observations: set[str] = msgspec.field(default_factory=set)
     sizes: list[int] = msgspec.field(default_factory=list)
 
-    def add_call(self, cached: int, uncached: int) -> None:
+    def add_call(self, cached: int, uncached: int, written: int = 0) -> None:
         self.calls += 1
         self.cached += cached
+        self.written += written  # part of uncached: sent once more and written to the cache
         self.uncached += uncached
         self.sizes.append(cached + uncached)
 
@@ -89,8 +103,10 @@ class Scheme(msgspec.Struct, kw_only=True):
 
     @property
     def billed(self) -> float:
-        """Input chars as billed: cache reads at a tenth."""
-        return self.uncached + CACHE_READ_PRICE * self.cached
+        """Input chars as billed: cache reads at 0.1, cache writes at 1.25."""
+        return (
+            self.uncached + (CACHE_WRITE_PRICE - 1) * self.written + CACHE_READ_PRICE * self.cached
+        )
 
 
 def reply_to(system: str, user: str) -> str:
@@ -158,129 +174,163 @@ def original(events: Sequence[Event], mode: Mode, replies_kept: int, cached: boo
     return scheme
 
 
-def memq(events: Sequence[Event], mode: Mode, settings: Settings) -> Scheme:
-    """memq's worker path, turn by turn, as `session_run` and `TurnRunner` drive it."""
+def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
+         min_cache_chars: int) -> Scheme:  # fmt: skip
+    """memq's worker path, turn by turn: the same pure steps `TurnRunner` takes.
+
+    `live`: events arrive at their recorded `occurred_at` and a turn runs when it is due
+    (`pipeline.due`: a full batch, a request boundary, or MEMQ_BATCH_MAX_WAIT_S); otherwise
+    the whole session is a backlog read MEMQ_BATCH_MAX_EVENTS entries at a time.
+    """
     s = settings
-    scheme = Scheme(name=f"memq: batches of up to {s.batch_max_events}, last "
-                         f"{s.history_turns} turns / {s.history_chars:,} chars")  # fmt: skip
+    pace = f"live pace, due by need (wait <= {s.batch_max_wait_s:g} s)" if live else "backlog"
+    history = f", last {s.history_turns} raw turns" if s.history_turns else ""
+    scheme = Scheme(name=f"memq: {pace}, batches of up to {s.batch_max_events}{history}")
     session = events[0].memory_session_id
     prepared = [prepare_event(e, s) for e in events]
+    reads = live_reads(prepared, s) if live else backlog_reads(prepared, s)
     state: ObserverState | None = None
-    for start in range(0, len(prepared), s.batch_max_events):
-        read = prepared[start : start + s.batch_max_events]  # one XREADGROUP of the worker
+    limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+    cached_prefix = ""  # what the provider's cache holds (the last call's cacheable prefix)
+    for read in reads:
         sizes = [len(encode_event(e)) for e in read]
-        turns = plan_turns(
-            read, max_tool_calls=s.batch_max_events, max_chars=s.batch_max_chars, sizes=sizes
-        )
-        for turn in turns:
-            current = conversation_state(mode, session, state, turn)
-            if turn.kind == "record":
-                state = current
+        for plan in plan_turns(read, max_tool_calls=s.batch_max_events,
+                               max_chars=s.batch_max_chars, sizes=sizes):  # fmt: skip
+            current = conversation_state(mode, session, state, plan)
+            if plan.kind == "record":
+                state = record(session, plan, current).state
                 continue
-            user, new_request = user_message(mode, turn, current, s.field_budget_chars)
-            history = sum(len(t.user) + len(t.assistant) for t in current.history)
-            cached = len(current.system) if scheme.calls else 0  # the first call writes the cache
-            scheme.add_call(cached, len(current.system) - cached + history + len(user))
-            scheme.tool_calls += len(turn.tool_calls)
+            user, told = user_message(mode, plan, current, s.field_budget_chars)
+            prefix = current.system + "".join(t.user + t.assistant for t in current.history)
+            cacheable = prefix if len(prefix) >= min_cache_chars else ""
+            hit = len(cacheable) if cacheable and cacheable == cached_prefix else 0
+            written = len(cacheable) - hit
+            scheme.add_call(hit, len(prefix) + len(user) - hit, written=written)
+            cached_prefix = cacheable or cached_prefix
+            scheme.tool_calls += len(plan.tool_calls)
             reply = reply_to(current.system, user)
             scheme.store(session, reply, mode)
-            current.history = bounded_history(
-                [*current.history, Exchange(user=user, assistant=reply)],
-                s.history_turns,
-                s.history_chars,
-            )
-            if new_request is not None and new_request.prompt_number is not None:
-                current.told_prompt_number = max(
-                    current.told_prompt_number, new_request.prompt_number
-                )
-            state = current
+            answer = Answer(user=user, text=reply, model="bench", provider="anthropic",
+                            parsed=parse_agent_xml(reply, valid_types=mode.type_ids))  # fmt: skip
+            now = plan.events[-1].occurred_at
+            state = settle(session, plan, current, answer, told=told, history=limits,
+                           now=now).state  # fmt: skip
     return scheme
+
+
+def backlog_reads(events: Sequence[Event], settings: Settings) -> list[list[Event]]:
+    """A backlog: the worker reads MEMQ_BATCH_MAX_EVENTS entries at a time."""
+    n = settings.batch_max_events
+    return [list(events[i : i + n]) for i in range(0, len(events), n)]
+
+
+def live_reads(events: Sequence[Event], settings: Settings) -> list[list[Event]]:
+    """What a worker reads when each event is published at its `occurred_at`: the waiting
+    events whenever they become due (a simulated clock; nothing sleeps)."""
+    policy = BatchPolicy(max_events=settings.batch_max_events, max_chars=settings.batch_max_chars,
+                         max_wait_ms=int(settings.batch_max_wait_s * 1000))  # fmt: skip
+    reads: list[list[Event]] = []
+    waiting: list[Event] = []
+
+    def due_at() -> int:
+        kinds = [kind_of(e) for e in waiting]
+        sizes = [len(encode_event(e)) for e in waiting]
+        times = [_ms(e) for e in waiting]
+        return due_at_ms(Waiting(kinds=kinds, sizes=sizes, published_ms=times), policy)
+
+    for event in events:
+        if waiting and due_at() <= _ms(event):  # it fell due before this event arrived
+            reads.append(waiting)
+            waiting = []
+        waiting.append(event)
+        if due_at() <= _ms(event):
+            reads.append(waiting)
+            waiting = []
+    if waiting:
+        reads.append(waiting)
+    return reads
+
+
+def _ms(event: Event) -> int:
+    return int(event.occurred_at.timestamp() * 1000)
+
+
+def framed_call_chars(events: Sequence[Event], mode: Mode, settings: Settings) -> float:
+    """The mean size of one tool call as `build_observation_prompt` frames it, alone."""
+    calls = [e for e in (prepare_event(e, settings) for e in events) if isinstance(e, ToolCall)]
+    budget = settings.field_budget_chars
+    sizes = [len(build_observation_prompt(c, mode=mode, field_budget_chars=budget)) for c in calls]
+    return sum(sizes) / len(sizes)
 
 
 def _ratio(value: float, baseline: float) -> str:
     return f"1/{baseline / value:.1f}" if value < baseline else f"{value / baseline:.2f}x"
 
 
-def report(
-    schemes: Sequence[Scheme], baseline: Scheme, events: Sequence[Event], mode: Mode
-) -> None:
-    """Print the corpus, the assumptions and the table."""
+def report(corpus: Path, schemes: Sequence[Scheme], events: Sequence[Event], mode: Mode,
+           framed: float) -> None:  # fmt: skip
+    """Print one corpus's table: per scheme, input per call, per tool call, per observation."""
     calls = sum(isinstance(e, ToolCall) for e in events)
     prompts = sum(isinstance(e, Prompt) for e in events)
-    init = build_init_prompt(mode, project="memq", memory_session_id="s", user_prompt="",
-                             prompt_number=1, requested_at=events[0].occurred_at)  # fmt: skip
+    summaries = sum(isinstance(e, Summarize) for e in events)
+    span = events[-1].occurred_at - events[0].occurred_at
     print(
-        f"Corpus: {CORPUS.relative_to(CORPUS.parents[2])}, a real session on this repository: "
-        f"{calls} tool calls, {prompts} user prompts, 1 summary request "
-        f"({CORPUS.stat().st_size / 1e6:.2f} MB). Prompt texts: memq's `code` mode for both "
-        f"schemes (init prompt {len(init):,} chars with an empty request, the original's "
-        f"6,199; per-message instructions {len(mode.prompts.observation_instruction):,} chars, "
-        "the original's 670).\n"
+        f"\n#### {corpus.name}: {calls} tool calls, {prompts} user prompts, {summaries} summary "
+        f"requests over {span.total_seconds() / 60:.0f} minutes ({corpus.stat().st_size / 1e6:.2f}"
+        f" MB). One tool call framed alone by `build_observation_prompt`: {framed:,.0f} chars "
+        f"on average; target per stored observation <= 1.5 x that = {1.5 * framed:,.0f}.\n"
     )
-    print(
-        "Characters of observer input (~tokens = chars / 4). Replies: the fake observer's "
-        "deterministic reply, one observation per tool call (a summary when asked), stored "
-        "after content-hash deduplication by both. Cached = input re-read from Anthropic's "
-        f"prompt cache; billed = uncached + {CACHE_READ_PRICE:g} x cached (cache writes and "
-        "output not counted). Ratios compare chars per stored observation with the first row.\n"
-    )
-    headers = ["scheme", "turns (observer calls)", "input chars total", "cached chars",
-               "uncached chars", "largest call chars", "chars per tool call",
-               "chars per observation", "~tokens per observation", "ratio (total)",
-               "ratio (billed)"]  # fmt: skip
-    base_total = baseline.total / len(baseline.observations)
-    base_billed = baseline.billed / len(baseline.observations)
+    headers = ["scheme", "observer calls", "input chars", "cache reads", "cache writes",
+               "chars per tool call", "chars per observation", "~tokens per observation",
+               "billed chars per observation", "x framed call"]  # fmt: skip
     rows = []
     for sc in schemes:
-        per_obs = sc.total / len(sc.observations)
+        n = len(sc.observations)
+        per_obs = sc.total / n
         rows.append([
-            sc.name, sc.calls, sc.total, sc.cached, sc.uncached, sc.largest_call,
-            round(sc.total / sc.tool_calls), round(per_obs), round(per_obs / 4),
-            _ratio(per_obs, base_total), _ratio(sc.billed / len(sc.observations), base_billed),
+            sc.name, sc.calls, sc.total, sc.cached, sc.written, round(sc.total / sc.tool_calls),
+            round(per_obs), round(per_obs / 4), round(sc.billed / n), f"{per_obs / framed:.2f}",
         ])  # fmt: skip
     print(markdown_table(headers, rows))
     stored = ", ".join(str(len(sc.observations)) for sc in schemes)
     print(f"\nStored observations per row (from {calls} tool calls): {stored}.")
-    best = next((sc for sc in schemes if sc.cached and sc.name.startswith("original")), None)
-    memq8 = next((sc for sc in schemes if sc.name.startswith("memq")), None)
-    if best is not None and memq8 is not None:
-        mine, theirs = (sc.billed / len(sc.observations) for sc in (memq8, best))
-        print(f"Billed input per observation, first memq row vs the original's best case: "
-              f"{_ratio(mine, theirs)}.")  # fmt: skip
-    print(
-        "memq's batches of 8 are what a backlog gives (or a debounce longer than the agent's "
-        "pace between tool calls); a live session whose calls arrive further apart than "
-        "MEMQ_BATCH_WAIT_MS gets batches of one: the batch-1 row."
-    )
-    over = next((i for i, n in enumerate(baseline.sizes) if n > CONTEXT_CHARS), None)
-    if over is not None:
-        print(
-            f"The original's conversation outgrows a 200k-token context (~{CONTEXT_CHARS:,} "
-            f"chars) at call {over + 1} of {baseline.calls}: past that point it fails or compacts "
-            "(Claude Code's auto-compaction), which this count does not model."
-        )
+
+
+CORPORA = (CORPUS, CORPUS.parent / "json_session.jsonl")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    p.add_argument("--corpus", type=Path, default=CORPUS)
-    p.add_argument("--batches", default="8,1", help="MEMQ_BATCH_MAX_EVENTS values for memq")
-    p.add_argument("--history-turns", type=int, default=4)
-    p.add_argument("--history-chars", type=int, default=40_000)
+    p.add_argument("--corpus", type=Path, action="append", help="default: both bench corpora")
+    p.add_argument("--batch", type=int, default=8, help="MEMQ_BATCH_MAX_EVENTS")
+    p.add_argument("--max-wait-s", type=float, default=30.0, help="MEMQ_BATCH_MAX_WAIT_S")
+    p.add_argument(
+        "--min-cache-tokens",
+        type=int,
+        default=MIN_CACHE_TOKENS,
+        help="the model's shortest cacheable prefix (claude-haiku-4-5: 4096)",
+    )
     a = p.parse_args()
-    events = [decode_event(line) for line in a.corpus.read_bytes().splitlines() if line.strip()]
     mode = load_mode("code")
-    claude = original(events, mode, replies_kept=1, cached=False)
-    schemes = [
-        claude,
-        original(events, mode, replies_kept=2, cached=False),
-        original(events, mode, replies_kept=1, cached=True),
-    ]
-    for batch in (int(b) for b in a.batches.split(",")):
-        settings = Settings(batch_max_events=batch, history_turns=a.history_turns,
-                            history_chars=a.history_chars)  # fmt: skip
-        schemes.append(memq(events, mode, settings))
-    report(schemes, claude, events, mode)
+    min_cache_chars = a.min_cache_tokens * 4
+    print(
+        "Characters of observer input (~tokens = chars / 4). Replies: the fake observer's "
+        "deterministic reply, one observation per tool call (a summary when asked), stored "
+        "after content-hash deduplication. Cache: Anthropic's, on the system prompt (and the "
+        f"last raw exchange when history is on), only for a prefix of {a.min_cache_tokens:,} "
+        f"tokens or more (~{min_cache_chars:,} chars); billed = uncached + "
+        f"{CACHE_WRITE_PRICE - 1:g} x cache writes + {CACHE_READ_PRICE:g} x cache reads."
+    )
+    for corpus in a.corpus or CORPORA:
+        events = [decode_event(line) for line in corpus.read_bytes().splitlines() if line.strip()]
+        base = Settings(batch_max_events=a.batch, batch_max_wait_s=a.max_wait_s, history_turns=0)
+        framed = framed_call_chars(events, mode, base)
+        schemes = [original(events, mode, replies_kept=1, cached=False)]
+        schemes.append(memq(events, mode, base, live=False, min_cache_chars=min_cache_chars))
+        schemes.append(memq(events, mode, base, live=True, min_cache_chars=min_cache_chars))
+        history = msgspec.structs.replace(base, history_turns=4, history_chars=40_000)
+        schemes.append(memq(events, mode, history, live=True, min_cache_chars=min_cache_chars))
+        report(corpus, schemes, events, mode, framed)
 
 
 if __name__ == "__main__":

@@ -23,16 +23,37 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True):
     assistant: str
 
 
+RECORDED_ITEMS = 30
+RECORDED_CHARS = 3_000
+"""What the session has recorded, as sent with every turn: its newest lines within both."""
+
+
 class ObserverState(msgspec.Struct, kw_only=True):
-    """What the next turn needs: the system prompt, bounded history, request, retries."""
+    """What the next turn needs: the system prompt, what was recorded, request, history.
+
+    `recorded` (one line per stored observation or summary, newest last) stands in for the
+    earlier exchanges: re-sending those cost most of a live session's input. `history`
+    (raw exchanges, MEMQ_HISTORY_TURNS) is empty unless configured.
+    """
 
     system: str
+    recorded: list[str] = []
     history: list[Exchange] = []
     project: str = ""
     user_request: str = ""
     prompt_number: int = 0
     told_prompt_number: int = 0
     """The highest prompt number the observer has been shown."""
+
+
+def bounded_recorded(lines: list[str]) -> list[str]:
+    """The newest recorded lines within RECORDED_ITEMS and RECORDED_CHARS."""
+    kept = lines[-RECORDED_ITEMS:]
+    total = sum(len(line) for line in kept)
+    while kept and total > RECORDED_CHARS:
+        total -= len(kept[0])
+        kept = kept[1:]
+    return kept
 
 
 def bounded_history(history: list[Exchange], max_turns: int, max_chars: int) -> list[Exchange]:
@@ -108,6 +129,7 @@ def user_message(
             last_assistant_message=summarize.last_assistant_message,
             user_prompt=state.user_request or None,
             prompt_number=state.prompt_number or None,
+            recorded=state.recorded,
         )
         return message, new_request
     message = build_observation_prompt(
@@ -115,6 +137,7 @@ def user_message(
         mode=mode,
         field_budget_chars=field_budget_chars,
         new_request=new_request,
+        recorded=state.recorded,
     )
     return message, new_request
 

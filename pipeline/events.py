@@ -76,5 +76,10 @@ def encode_event(event: Event) -> bytes:
     return _ENCODER.encode(event)
 
 
+def kind_of(event: Event) -> str:
+    """The event's `kind` on the wire: prompt, tool_call, summarize or end."""
+    return str(event.__struct_config__.tag)
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())

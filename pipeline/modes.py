@@ -81,6 +81,10 @@ class ModePrompts(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """Sent once when a summary request was answered with <observation> blocks."""
     new_request_notice: str
     """Introduces a later user request inside an ongoing session."""
+    recorded_notice: str = (
+        "Already recorded in this session (do not record these again; record what is new):"
+    )
+    """Introduces the list of what the session has recorded so far (newest last)."""
 
 
 class Mode(msgspec.Struct, frozen=True, kw_only=True):

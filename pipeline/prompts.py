@@ -18,6 +18,7 @@ from pipeline.modes import Mode
 from pipeline.truncate import OBSERVATION_FIELD_MAX_CHARS, split_observation_field
 
 SESSION_ELEMENT = "observed_from_primary_session"
+RECORDED_ELEMENT = "recorded_so_far"
 SUMMARY_FIELDS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 _MESSAGE = "last_assistant_message"
 _FACT_LINES = 3
@@ -106,8 +107,13 @@ def build_observation_prompt(
     mode: Mode,
     field_budget_chars: int = OBSERVATION_FIELD_MAX_CHARS,
     new_request: Prompt | None = None,
+    recorded: Sequence[str] = (),
 ) -> str:
-    """One user message framing a batch of tool calls, in order, for the observer."""
+    """One user message framing a batch of tool calls, in order, for the observer.
+
+    `recorded` lists what the session has recorded so far (one line each), so the observer
+    can skip what it already wrote down without being sent the earlier exchanges again.
+    """
     batch = (calls,) if isinstance(calls, ToolCall) else tuple(calls)
     if not batch:
         raise EmptyBatchError("an observation prompt needs at least one tool call")
@@ -116,7 +122,9 @@ def build_observation_prompt(
     if new_request is not None:
         request = _user_request(new_request.prompt_text, new_request.prompt_number)
         notice = f"{mode.prompts.new_request_notice}\n{request}"
-    return _sections(notice, framed, mode.prompts.observation_instruction)
+    return _sections(
+        _recorded(mode, recorded), notice, framed, mode.prompts.observation_instruction
+    )
 
 
 def build_summary_prompt(
@@ -125,6 +133,7 @@ def build_summary_prompt(
     last_assistant_message: str | None,
     user_prompt: str | None = None,
     prompt_number: int | None = None,
+    recorded: Sequence[str] = (),
 ) -> str:
     """The user message that asks for a `<summary>` of the session so far."""
     p = mode.prompts
@@ -147,6 +156,7 @@ def build_summary_prompt(
         p.summary_mode_switch,
         _lines(p.header_summary_checkpoint, p.summary_instruction),
         request,
+        _recorded(mode, recorded),
         _lines(p.summary_context_label, f"<{_MESSAGE}>{message}</{_MESSAGE}>"),
         skeleton,
         p.summary_skip_guidance,
@@ -174,6 +184,13 @@ def _frame_call(call: ToolCall, budget: int) -> str:
     lines.append(f"  <outcome>{_frame_field(call.tool_output, budget)}</outcome>")
     lines.append(f"</{SESSION_ELEMENT}>")
     return "\n".join(lines)
+
+
+def _recorded(mode: Mode, recorded: Sequence[str]) -> str:
+    if not recorded:
+        return ""
+    lines = "\n".join(f"- {escape_xml_text(line)}" for line in recorded)
+    return f"{mode.prompts.recorded_notice}\n<{RECORDED_ELEMENT}>\n{lines}\n</{RECORDED_ELEMENT}>"
 
 
 def _frame_field(value: object, budget: int) -> str:

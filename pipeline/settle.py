@@ -12,7 +12,7 @@ import msgspec
 
 from pipeline.batching import TurnPlan
 from pipeline.classify import classify_observer_output, quota_reset_hint
-from pipeline.conversation import Exchange, ObserverState, bounded_history
+from pipeline.conversation import Exchange, ObserverState, bounded_history, bounded_recorded
 from pipeline.events import Prompt
 from pipeline.outcomes import Outcome, TurnResult, dropped_category
 from pipeline.parser import ParseResult
@@ -23,10 +23,12 @@ from pipeline.records import (
     SummaryRecord,
     TokenUsage,
 )
+from pipeline.textnorm import one_line_plain
 from pipeline.truncate import truncate_observation_field
 from pipeline.turn_records import observation_records, summary_record
 
 DROPPED_RAW_CHARS = 16_000
+_LINE_CHARS = 120
 
 
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
@@ -191,6 +193,7 @@ def settle(
             history.chars,
         ),
         told_prompt_number=told_number,
+        recorded=bounded_recorded([*state.recorded, *recorded_lines(observations, summaries)]),
     )
     rows = TurnRows(
         prompts=prompt_records(session, plan),
@@ -200,6 +203,19 @@ def settle(
         usage=[usage],
     )
     return Settled(result=result, rows=rows, state=after)
+
+
+def recorded_lines(
+    observations: list[ObservationRecord], summaries: list[SummaryRecord]
+) -> list[str]:
+    """One line per stored row for the observer's list of what is recorded: type and title."""
+    lines = []
+    for o in observations:
+        label = o.title or o.subtitle or (o.narrative or "")[:_LINE_CHARS]
+        lines.append(f"{o.type}: {one_line_plain(label)[:_LINE_CHARS]}")
+    for s in summaries:
+        lines.append(f"summary: {one_line_plain(s.request or s.completed or '')[:_LINE_CHARS]}")
+    return lines
 
 
 def _reset_s(text: str, now: datetime) -> float | None:

@@ -73,12 +73,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     batch_max_events: PositiveInt = 8
     batch_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 60_000
     batch_wait_ms: Annotated[int, msgspec.Meta(ge=0)] = 500
+    # the longest a tool call waits for its turn to fill (a full batch or a prompt, summary
+    # request or session end makes the turn due at once)
+    batch_max_wait_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
     job_timeout_s: PositiveFloat = 90.0
     quota_pause_s: PositiveFloat = 300.0
     max_attempts: PositiveInt = 5
     retry_base_s: PositiveFloat = 2.0
     retry_max_s: PositiveFloat = 120.0
-    history_turns: Annotated[int, msgspec.Meta(ge=0)] = 4
+    history_turns: Annotated[int, msgspec.Meta(ge=0)] = 0  # raw exchanges re-sent (0: none)
     history_chars: Annotated[int, msgspec.Meta(ge=0)] = 40_000
     max_tokens: PositiveInt = 4096
     temperature: NonNegativeFloat = 0.2

@@ -72,6 +72,7 @@ def _environ(tmp_path: Path, redis_url: str) -> dict[str, str]:
         "MEMQ_OBSERVER": "openai",
         "MEMQ_MODEL": "test-model",
         "MEMQ_BATCH_WAIT_MS": "0",
+        "MEMQ_BATCH_MAX_WAIT_S": "0",
         "MEMQ_RETRY_BASE_S": "0.05",
         "MEMQ_RETRY_MAX_S": "0.2",
         "MEMQ_MAX_ATTEMPTS": "1",

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 
 from pipeline.batching import TurnPlan, plan_turns
-from pipeline.conversation import Exchange, bounded_history, conversation_state, user_message
+from pipeline.conversation import (
+    RECORDED_CHARS,
+    RECORDED_ITEMS,
+    Exchange,
+    bounded_history,
+    bounded_recorded,
+    conversation_state,
+    user_message,
+)
 from pipeline.events import Event
 from pipeline.mode_files import load_mode
 from tests.support.worker_harness import prompt, tool_call
@@ -65,3 +75,34 @@ def test_history_keeps_the_newest_turns_within_both_limits(
     history = [Exchange(user=f"user {i}", assistant=f"obs {i}") for i in range(turns)]
     bounded = bounded_history(history, max_turns, max_chars)
     assert bounded == [history[i] for i in kept]
+
+
+def test_the_observer_sees_every_call_the_current_request_and_what_is_recorded() -> None:
+    # The quality guard of the cheap conversation (no raw history): each turn still carries
+    # every tool call's content within the field budget, the user's current request (in the
+    # system prompt, or as a new request), and the session's recorded observations.
+    budget = 4_000
+    calls = [tool_call("s3", n, output=f"line {n} " + "x" * (budget + 500)) for n in range(3)]
+    first = _turn(prompt("s3", 1, "make the login test pass"), *calls)
+    state = conversation_state(CODE, "s3", None, first)
+    assert "make the login test pass" in state.system
+    state.recorded = ["bugfix: Login test failed on a missing CSRF token"]
+    message, _ = user_message(CODE, first, state, budget)
+    for n in range(3):
+        assert f"line {n} " + "x" * int(budget * 0.6 - 10) in message  # its head, within budget
+    assert len(re.findall(r'<elided chars="\d+"', message)) == 3
+    assert "- bugfix: Login test failed on a missing CSRF token" in message
+    later = _turn(prompt("s3", 2, "now the signup test"), tool_call("s3", 9))
+    state = conversation_state(CODE, "s3", state, later)
+    message, told = user_message(CODE, later, state, budget)
+    assert told is not None
+    assert "now the signup test" in message
+    assert "bugfix: Login test failed" in message
+
+
+def test_what_is_recorded_keeps_the_newest_lines_within_its_bounds() -> None:
+    lines = [f"discovery: step {n} " + "y" * 150 for n in range(100)]
+    kept = bounded_recorded(lines)
+    assert kept == lines[-len(kept) :]
+    assert len(kept) <= RECORDED_ITEMS
+    assert sum(map(len, kept)) <= RECORDED_CHARS

@@ -33,6 +33,7 @@ def make_settings(
         "MEMQ_OBSERVER": provider,
         "MEMQ_MODEL": "test-model",
         "MEMQ_BATCH_WAIT_MS": "0",
+        "MEMQ_BATCH_MAX_WAIT_S": "0",  # every turn due at once unless a test says otherwise
         "MEMQ_RETRY_BASE_S": "0.05",
         "MEMQ_RETRY_MAX_S": "0.2",
         "MEMQ_JOB_TIMEOUT_S": "20",
@@ -96,6 +97,7 @@ async def publish(redis: ArqRedis, settings: Settings, *events: Event) -> None:
         status, _ = await scheduler.publish(
             event.memory_session_id, event.event_id, encode_event(event),
             dedupe_ttl_s=settings.dedupe_window_s, max_pending=settings.max_pending_per_session,
+            due_now=not isinstance(event, ToolCall), full_at=settings.batch_max_events,
         )  # fmt: skip
         assert status in (0, 1)
 

@@ -26,6 +26,7 @@ def worker_env(
         "MEMQ_OBSERVER": provider,
         "MEMQ_MODEL": "test-model",
         "MEMQ_BATCH_WAIT_MS": "0",
+        "MEMQ_BATCH_MAX_WAIT_S": "0",
         "MEMQ_RETRY_BASE_S": "0.05",
         "MEMQ_RETRY_MAX_S": "0.2",
         "MEMQ_OBSERVER_TIMEOUT_S": "30",

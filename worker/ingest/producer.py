@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from pipeline.events import Event
+from pipeline.events import Event, ToolCall
 from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S
 from worker.errors import BackpressureError, RedisUnavailableError
 from worker.ingest.prepare import prepare_encoded
@@ -101,6 +101,8 @@ class Producer:
                 raw,
                 dedupe_ttl_s=self.settings.dedupe_window_s,
                 max_pending=self.settings.max_pending_per_session,
+                due_now=not isinstance(prepared, ToolCall),
+                full_at=self.settings.batch_max_events,
             )
         except (RedisError, OSError) as e:
             raise RedisUnavailableError(f"publish failed: {e}") from e
@@ -123,6 +125,8 @@ class Producer:
                     raw,
                     dedupe_ttl_s=self.settings.dedupe_window_s,
                     max_pending=self.settings.max_pending_per_session,
+                    due_now=not isinstance(prepared, ToolCall),
+                    full_at=self.settings.batch_max_events,
                 )
                 await script(keys=keys, args=args, client=pipe)
             try:
@@ -199,6 +203,8 @@ class SyncProducer:
             raw,
             dedupe_ttl_s=self.settings.dedupe_window_s,
             max_pending=self.settings.max_pending_per_session,
+            due_now=not isinstance(event, ToolCall),
+            full_at=self.settings.batch_max_events,
         )
         return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
 

@@ -13,14 +13,16 @@ from redis.exceptions import RedisError
 
 from pipeline.batching import TurnPlan, plan_turns
 from pipeline.conversation import ObserverState
+from pipeline.due import BatchPolicy, Waiting, due_at_ms
 from pipeline.errors import EventDecodeError
-from pipeline.events import Event, decode_event
+from pipeline.events import Event, decode_event, kind_of
 from pipeline.outcomes import Outcome, TurnResult
 from worker.backoff import backoff_s
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
+from worker.settings import Settings
 from worker.storage.protocol import StaleFenceError
 
 logger = logging.getLogger(__name__)
@@ -122,6 +124,12 @@ async def _drive(
         delivered = await _skip_processed(rt, session, lease, stream, delivered)
         if not delivered:
             continue
+        wait_s = _until_due_s(delivered, s)
+        if wait_s > 0:
+            # Too little to be worth a call yet: the entries stay pending and the session
+            # comes back when they are due (a publish that makes them due brings it forward).
+            logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
+            return "waiting", wait_s
         turns = _plan(delivered, max_events=s.batch_max_events, max_chars=s.batch_max_chars)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
@@ -157,6 +165,21 @@ async def _drive(
         logger.info("session ended and drained")
         return "ended", 0.0
     return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
+
+
+def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
+    """Seconds until the delivered events' turn is due (`pipeline.due`); 0 when it is."""
+    policy = BatchPolicy(
+        max_events=s.batch_max_events,
+        max_chars=s.batch_max_chars,
+        max_wait_ms=int(s.batch_max_wait_s * 1000),
+    )
+    waiting = Waiting(
+        kinds=[kind_of(d.event) for d in delivered],
+        sizes=[len(d.entry.raw or b"") for d in delivered],
+        published_ms=[d.entry.published_ms for d in delivered],
+    )
+    return max(0.0, (due_at_ms(waiting, policy) - time.time() * 1000) / 1000)
 
 
 def _plan(

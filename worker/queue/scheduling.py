@@ -53,7 +53,10 @@ end
 
 # KEYS: seen, stream, sessions, scheduled, jobseq, queue
 # ARGV: event json, session, dedupe ttl s, max pending, job payload, score ms, expires ms,
-#       job id prefix, arq job key prefix
+#       job id prefix, arq job key prefix, due now (1/0), full at (entries; 0 = never)
+# A job already scheduled for later (its session's turn not yet due, MEMQ_BATCH_MAX_WAIT_S)
+# is brought forward when this event makes the turn due: a prompt, summary request or end,
+# or a full batch waiting.
 PUBLISH_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[9]\n"
     + _SCHEDULE_FN
@@ -64,8 +67,12 @@ if redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[4]) then return {-1, ''} end
 local id = redis.call('XADD', KEYS[2], '*', 'event', ARGV[1])
 redis.call('SET', KEYS[1], id, 'EX', tonumber(ARGV[3]))
 redis.call('SADD', KEYS[3], ARGV[2])
-if redis.call('EXISTS', KEYS[4]) == 0 then
+local scheduled = redis.call('GET', KEYS[4])
+if not scheduled then
   schedule(KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
+elseif ARGV[10] == '1' or (tonumber(ARGV[11]) > 0
+                           and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[11])) then
+  redis.call('ZADD', KEYS[6], 'XX', 'LT', tonumber(ARGV[6]), scheduled)
 end
 return {1, id}
 """
@@ -125,8 +132,14 @@ def publish_args(
     *,
     dedupe_ttl_s: int,
     max_pending: int,
+    due_now: bool = False,
+    full_at: int = 0,
 ) -> tuple[list[str], list[Any]]:
-    """KEYS and ARGV of PUBLISH_LUA: one event, scheduled now (the hook's producer uses it too)."""
+    """KEYS and ARGV of PUBLISH_LUA: one event, scheduled now (the hook's producer uses it too).
+
+    `due_now` (a prompt, summary request or end) and `full_at` (MEMQ_BATCH_MAX_EVENTS) bring
+    a session's waiting job forward.
+    """
     k = keys
     enqueue = now_ms()
     return [
@@ -146,6 +159,8 @@ def publish_args(
         ARQ_EXPIRES_EXTRA_MS,
         k.job_id_prefix(session),
         ARQ_JOB_KEY_PREFIX,
+        1 if due_now else 0,
+        full_at,
     ]
 
 
@@ -173,14 +188,17 @@ class Scheduler:
         *,
         dedupe_ttl_s: int,
         max_pending: int,
+        due_now: bool = False,
+        full_at: int = 0,
     ) -> tuple[int, str]:
         """XADD one event (deduplicated by id, refused over max_pending) and schedule its job.
 
         Returns (status, stream id): 1 added, 0 duplicate (id of the first copy), -1 refused.
         """
         keys, args = self.publish_args(
-            session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s, max_pending=max_pending
-        )
+            session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s, max_pending=max_pending,
+            due_now=due_now, full_at=full_at,
+        )  # fmt: skip
         status, stream_id = await self._publish(keys=keys, args=args)
         return int(status), _text(stream_id)
 
@@ -192,6 +210,8 @@ class Scheduler:
         *,
         dedupe_ttl_s: int,
         max_pending: int,
+        due_now: bool = False,
+        full_at: int = 0,
     ) -> tuple[list[str], list[Any]]:
         """KEYS and ARGV of the publish script, for callers that pipeline many publishes."""
         return publish_args(
@@ -201,6 +221,8 @@ class Scheduler:
             event_json,
             dedupe_ttl_s=dedupe_ttl_s,
             max_pending=max_pending,
+            due_now=due_now,
+            full_at=full_at,
         )
 
     @property

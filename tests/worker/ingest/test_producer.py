@@ -312,6 +312,8 @@ def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
         raw,
         dedupe_ttl_s=settings.dedupe_window_s,
         max_pending=settings.max_pending_per_session,
+        due_now=not isinstance(EVENTS[1], ToolCall),
+        full_at=settings.batch_max_events,
     )
     with SyncProducer.connect(settings) as sync:
         command = sync._command(EVENTS[1], raw)

@@ -97,7 +97,8 @@ async def test_a_stored_turn_writes_announces_acks_and_saves_the_conversation(
     saved = await rt.states.load(SESSION)
     assert saved is not None
     assert saved == session.runner.state
-    assert (saved.prompt_number, saved.told_prompt_number, len(saved.history)) == (1, 1, 1)
+    assert (saved.prompt_number, saved.told_prompt_number, saved.history) == (1, 1, [])
+    assert saved.recorded == ["discovery: Ran the build"]  # what the next turn is told
     assert (await rt.counters.outcomes())["stored"] == 1
     tokens = await rt.counters.tokens()
     assert tokens["input"] > 0
@@ -120,7 +121,8 @@ async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_b
     assert len(second.messages) == len(first.messages) + 2  # the first exchange, then this
     assert second.user == rt.mode.prompts.summary_reminder
     assert session.runner.state is not None
-    assert [e.assistant for e in session.runner.state.history] == [OBSERVATION, summary]
+    assert session.runner.state.history == []  # no raw history kept (MEMQ_HISTORY_TURNS=0)
+    assert session.runner.state.recorded == ["summary: fix it"]
     assert (await rt.gate.budget.state()).used == 330
     # Only the answer that settled the turn is recorded as usage.
     assert (await rt.counters.tokens())["input"] == 200
