@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 
 import typer
 
@@ -27,6 +28,13 @@ def worker(
     metrics_host: str = typer.Option(
         "127.0.0.1", "--metrics-host", help="Address for --metrics-port (0.0.0.0 in containers)."
     ),
+    processes: int = typer.Option(
+        1,
+        "--processes",
+        min=1,
+        help="Worker processes under a supervisor that restarts a crashed one; "
+        "process i serves metrics on --metrics-port + i.",
+    ),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
     from worker.cli.exits import settings_from_environment
@@ -34,6 +42,16 @@ def worker(
 
     settings = settings_from_environment()
     configure_logging(settings.log_format)
+    if processes > 1:
+        supervise(
+            settings,
+            processes,
+            burst=burst,
+            concurrency=concurrency,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
+        return
     asyncio.run(
         run_worker(
             settings,
@@ -84,6 +102,46 @@ async def run_worker(
                 await w.close()
     finally:
         await redis.aclose()
+
+
+STOP_MARGIN_S = 15.0
+"""How much longer than the job timeout a stopping worker process may take before SIGKILL."""
+
+
+def supervise(
+    settings: Settings,
+    processes: int,
+    *,
+    burst: bool,
+    concurrency: int | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    """Run `processes` copies of `memq worker --processes 1` until SIGTERM/SIGINT."""
+    from worker.cli.exits import BadInputError
+    from worker.observers.factory import build_observer
+    from worker.ops.supervisor import Supervisor
+
+    if metrics_port and metrics_port + processes - 1 > 65535:
+        raise BadInputError(f"--metrics-port {metrics_port} + {processes} processes passes 65535")
+
+    # The children would refuse to start, over and over: refuse once, here, with one line.
+    asyncio.run(build_observer(settings).aclose())
+    commands = []
+    for i in range(processes):
+        # A fresh interpreter per child: nothing of this process (loop, sockets) is inherited.
+        command = [sys.executable, "-m", "worker.cli", "worker", "--processes", "1"]
+        if concurrency is not None:
+            command += ["--concurrency", str(concurrency)]
+        if burst:
+            command.append("--burst")
+        if metrics_port is not None:
+            port = metrics_port + i if metrics_port else 0  # 0: each picks a free port
+            command += ["--metrics-port", str(port), "--metrics-host", metrics_host]
+        commands.append(command)
+    Supervisor(
+        commands, stop_timeout_s=settings.job_timeout_s + STOP_MARGIN_S, done_on_success=burst
+    ).run()
 
 
 def up() -> None:
