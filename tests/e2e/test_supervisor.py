@@ -8,7 +8,7 @@ import json
 import os
 import signal
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ SMALL = {"job_timeout_s": str(JOB_TIMEOUT_S)}
 def _log_events(worker: WorkerProcess, event: str) -> list[dict[str, Any]]:
     """The supervisor's JSON log lines named `event` (children write to the same log)."""
     found = []
-    for line in worker.log().splitlines():
+    for line in worker.log_path.read_text(errors="replace").splitlines():
         if line.startswith("{"):
             record = json.loads(line)
             if record.get("event") == event:
@@ -75,7 +75,20 @@ async def _wait_for_readers(
 
 
 def _running(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _kill_leftovers(pids: Iterable[int]) -> None:
+    """Only a failed test leaves a worker process behind: kill it, if it is still ours."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            if b"worker.cli" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
 
 
 async def _stored(settings: Settings, total: int) -> bool:
@@ -134,6 +147,7 @@ async def test_two_processes_work_a_killed_one_is_replaced_and_sigterm_stops_all
     finally:
         fake_observer.release()
         parent.stop()
+        _kill_leftovers(_current_pids(parent).values())
     assert code == 0, log
     children = {*first.values(), *replaced.values()}
     assert not [pid for pid in children if _running(pid)]
@@ -143,3 +157,31 @@ async def test_two_processes_work_a_killed_one_is_replaced_and_sigterm_stops_all
     assert max(Counter((r.memory_session_id, r.title) for r in rows).values()) == 1
     for session in sessions:
         assert await unacked(arq_redis, settings, session) == (0, 0)
+
+
+@pytest.mark.slow
+async def test_worker_processes_stop_themselves_when_the_supervisor_is_killed(
+    tmp_path: Path, redis_url: str, fake_observer: FakeObserver
+) -> None:
+    env = worker_env(tmp_path, redis_url, fake_observer, **SMALL)
+    parent = WorkerProcess(env, tmp_path / "worker.log", "--processes", "2")
+    pids: dict[int, int] = {}
+    try:
+        pids = await wait_until(
+            lambda: _pids_when(parent, lambda p: len(p) == 2), timeout_s=30, what="two started"
+        )
+        await wait_until(
+            lambda: parent.log().count("Starting worker for") == 2, timeout_s=60, what="running"
+        )
+        parent.signal(signal.SIGKILL)
+        assert parent.wait(10) == -signal.SIGKILL
+        await wait_until(
+            lambda: not any(_running(pid) for pid in pids.values()),
+            timeout_s=JOB_TIMEOUT_S + 30,
+            what="both worker processes gone",
+        )
+        gone = _log_events(parent, "supervisor gone; stopping")
+    finally:
+        parent.stop()
+        _kill_leftovers(pids.values())
+    assert sorted(r["supervisor_pid"] for r in gone) == [parent.pid, parent.pid]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import signal
 import subprocess
 import time
@@ -18,6 +20,7 @@ RESTART_BASE_S = 0.5
 RESTART_MAX_S = 30.0
 """A child that keeps dying within STABLE_S of its start waits 0.5 s doubling to 30 s."""
 _POLL_S = 0.1
+ORPHAN_CHECK_S = 1.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -130,3 +133,13 @@ class Supervisor:
                 code = child.proc.wait()
             log.info("worker process stopped", extra={**child.fields(), "exit_code": code})
             child.proc = None
+
+
+async def stop_when_orphaned(supervisor_pid: int) -> None:
+    """In a child: SIGTERM itself (a graceful stop) once its supervisor is gone, e.g. killed
+    with -9, rather than run on unsupervised."""
+    # Polled: nothing portable notifies a child that its parent died (it is re-parented).
+    while os.getppid() == supervisor_pid:  # noqa: ASYNC110
+        await asyncio.sleep(ORPHAN_CHECK_S)
+    log.warning("supervisor gone; stopping", extra={"supervisor_pid": supervisor_pid})
+    os.kill(os.getpid(), signal.SIGTERM)

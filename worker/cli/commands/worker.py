@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 
 import typer
@@ -35,6 +36,7 @@ def worker(
         help="Worker processes under a supervisor that restarts a crashed one; "
         "process i serves metrics on --metrics-port + i.",
     ),
+    supervisor_pid: int | None = typer.Option(None, "--supervisor-pid", hidden=True),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
     from worker.cli.exits import settings_from_environment
@@ -59,6 +61,7 @@ def worker(
             concurrency=concurrency,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            supervisor_pid=supervisor_pid,
         )
     )
 
@@ -70,9 +73,11 @@ async def run_worker(
     concurrency: int | None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    supervisor_pid: int | None = None,
 ) -> None:
     """Connect, check the observer configuration, then run until SIGTERM (or empty, burst);
-    with a metrics port, the health server runs beside the worker."""
+    with a metrics port, the health server runs beside the worker; under a supervisor, it
+    stops itself once the supervisor is gone."""
     from worker.observe.jobs import build_worker
     from worker.observers.factory import build_observer
     from worker.queue.arq_pool import connect_arq
@@ -92,6 +97,11 @@ async def run_worker(
                     serve_health(settings, redis, metrics, host=metrics_host, port=metrics_port)
                 )
             w = build_worker(settings, redis, burst=burst, concurrency=concurrency, metrics=metrics)
+            if supervisor_pid is not None:  # after build_worker: its SIGTERM handler is set
+                from worker.ops.supervisor import stop_when_orphaned
+
+                watch = asyncio.create_task(stop_when_orphaned(supervisor_pid))
+                stack.callback(watch.cancel)
             try:
                 # async_run, not main(): arq's signal handler stops the worker by cancelling
                 # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
@@ -130,7 +140,8 @@ def supervise(
     commands = []
     for i in range(processes):
         # A fresh interpreter per child: nothing of this process (loop, sockets) is inherited.
-        command = [sys.executable, "-m", "worker.cli", "worker", "--processes", "1"]
+        command = [sys.executable, "-m", "worker.cli", "worker", "--processes", "1",
+                   "--supervisor-pid", str(os.getpid())]  # fmt: skip
         if concurrency is not None:
             command += ["--concurrency", str(concurrency)]
         if burst:
