@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from types import FrameType
 
 from worker.backoff import backoff_s
@@ -31,17 +32,17 @@ def restart_delay_s(fast_deaths: int) -> float:
     return backoff_s(fast_deaths, base_s=RESTART_BASE_S, max_s=RESTART_MAX_S)
 
 
+@dataclass(slots=True)
 class _Child:
     """One slot of the pool: the command it runs and the process running it now, if any."""
 
-    def __init__(self, index: int, command: list[str]) -> None:
-        self.index = index
-        self.command = command
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.started_at = 0.0
-        self.fast_deaths = 0
-        self.restart_at = 0.0
-        self.done = False  # exited 0 where that is the end of its work (a burst run)
+    index: int
+    command: list[str]
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    fast_deaths: int = 0
+    restart_at: float = 0.0
+    done: bool = False  # exited 0 where that is the end of its work (a burst run)
 
     def fields(self) -> dict[str, object]:
         """The log fields naming this child."""
@@ -49,11 +50,8 @@ class _Child:
 
 
 class Supervisor:
-    """Runs one process per command and keeps each running until asked to stop.
-
-    `done_on_success`: a child exiting 0 on its own has finished (`--burst`) and is not
-    restarted; otherwise any exit the supervisor did not ask for is a crash.
-    """
+    """Runs one process per command, restarting any that exits unasked, until told to stop;
+    with `done_on_success` (`--burst`) a child exiting 0 has finished and is not restarted."""
 
     def __init__(
         self, commands: list[list[str]], *, stop_timeout_s: float, done_on_success: bool
@@ -61,15 +59,14 @@ class Supervisor:
         self._children = [_Child(i, command) for i, command in enumerate(commands)]
         self._stop_timeout_s = stop_timeout_s
         self._done_on_success = done_on_success
-        self._stopping = False
+        self._stop_signal: str | None = None
 
     def run(self) -> None:
         """Start every child, restart the ones that die, and stop them all on SIGTERM/SIGINT
         (or when every burst child finished); returns once no child is left running."""
-        # A plain flag: the handler runs between bytecodes of this thread, so it takes no lock.
         previous = {sig: signal.signal(sig, self._on_signal) for sig in _STOP_SIGNALS}
         try:
-            while not self._stopping and not all(c.done for c in self._children):
+            while self._stop_signal is None and not all(c.done for c in self._children):
                 now = time.monotonic()
                 for child in self._children:
                     self._tend(child, now)
@@ -80,9 +77,8 @@ class Supervisor:
                 signal.signal(sig, handler)
 
     def _on_signal(self, signum: int, _: FrameType | None) -> None:
-        if not self._stopping:
-            log.info("stopping worker processes", extra={"signal": signal.Signals(signum).name})
-        self._stopping = True
+        # Only a flag: the handler interrupts this thread anywhere, even inside a log call.
+        self._stop_signal = self._stop_signal or signal.Signals(signum).name
 
     def _tend(self, child: _Child, now: float) -> None:
         """Notice a child's exit (and schedule its restart); start it when its time has come."""
@@ -102,7 +98,7 @@ class Supervisor:
             extra = {**child.fields(), "exit_code": code, "restart_in_s": round(delay, 2)}
             log.warning("worker process exited; restarting it", extra=extra)
             child.proc = None
-        if not child.done and now >= child.restart_at and not self._stopping:
+        if not child.done and now >= child.restart_at and self._stop_signal is None:
             self._start(child)
 
     def _start(self, child: _Child) -> None:
@@ -114,10 +110,11 @@ class Supervisor:
 
     def _stop_all(self) -> None:
         """SIGTERM every running child, wait for them (bounded), SIGKILL the ones that linger."""
-        running = [c for c in self._children if c.proc is not None and c.proc.poll() is None]
-        for child in running:
-            assert child.proc is not None
-            child.proc.send_signal(signal.SIGTERM)
+        if self._stop_signal is not None:
+            log.info("stopping worker processes", extra={"signal": self._stop_signal})
+        for child in self._children:
+            if child.proc is not None:
+                child.proc.send_signal(signal.SIGTERM)  # a no-op for one that already exited
         deadline = time.monotonic() + self._stop_timeout_s
         for child in self._children:
             if child.proc is None:
