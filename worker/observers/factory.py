@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from worker.errors import ConfigError
 from worker.observers.protocol import Observer
 from worker.settings import Settings
@@ -48,7 +46,7 @@ def build_observer(settings: Settings) -> Observer:
     )
 
 
-def check_observer_config(settings: Settings) -> Literal["anthropic", "openai"]:
+def check_observer_config(settings: Settings) -> str:
     """The configured provider; ConfigError when there is none or it lacks its key (no SDK
     is imported: a supervisor checks before starting its worker processes)."""
     provider = settings.observer_provider
