@@ -18,13 +18,16 @@ NO_OBSERVER_MESSAGE = (
 
 def build_observer(settings: Settings) -> Observer:
     """The Observer for `settings.observer_provider`; ConfigError when none is configured."""
-    provider = check_observer_config(settings)
+    provider = settings.observer_provider
+    if provider is None:
+        raise ConfigError(NO_OBSERVER_MESSAGE)
     model = settings.model or DEFAULT_MODELS[provider]
     if provider == "anthropic":
+        if settings.anthropic_api_key is None:
+            raise ConfigError("MEMQ_OBSERVER=anthropic needs ANTHROPIC_API_KEY")
         # The SDKs take seconds to import: only after the configuration checks out.
         from worker.observers.anthropic import AnthropicObserver
 
-        assert settings.anthropic_api_key is not None  # checked above
         return AnthropicObserver(
             api_key=settings.anthropic_api_key.reveal(),
             base_url=settings.anthropic_base_url,
@@ -44,14 +47,3 @@ def build_observer(settings: Settings) -> Observer:
         temperature=settings.temperature,
         timeout_s=settings.observer_timeout_s,
     )
-
-
-def check_observer_config(settings: Settings) -> str:
-    """The configured provider; ConfigError when there is none or it lacks its key (no SDK
-    is imported: a supervisor checks before starting its worker processes)."""
-    provider = settings.observer_provider
-    if provider is None:
-        raise ConfigError(NO_OBSERVER_MESSAGE)
-    if provider == "anthropic" and settings.anthropic_api_key is None:
-        raise ConfigError("MEMQ_OBSERVER=anthropic needs ANTHROPIC_API_KEY")
-    return provider

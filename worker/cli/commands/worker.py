@@ -129,15 +129,14 @@ def supervise(
 ) -> None:
     """Run `processes` copies of `memq worker --processes 1` until SIGTERM/SIGINT."""
     from worker.cli.exits import BadInputError
-    from worker.observers.factory import check_observer_config
+    from worker.observers.factory import build_observer
     from worker.ops.supervisor import Supervisor
 
     if metrics_port and metrics_port + processes - 1 > 65535:
         raise BadInputError(f"--metrics-port {metrics_port} + {processes} processes passes 65535")
 
-    # The children would refuse to start, over and over: refuse once, here, with one line
-    # (without importing an SDK: seconds and ~80 MB this process never uses).
-    check_observer_config(settings)
+    # The children would refuse to start, over and over: refuse once, here, with one line.
+    asyncio.run(build_observer(settings).aclose())
     commands = []
     for i in range(processes):
         # A fresh interpreter per child: nothing of this process (loop, sockets) is inherited.
