@@ -101,6 +101,9 @@ async def test_two_processes_work_a_killed_one_is_replaced_and_sigterm_stops_all
 ) -> None:
     settings = make_settings(tmp_path, redis_url, fake_observer.url, **SMALL)
     env = worker_env(tmp_path, redis_url, fake_observer, **SMALL)
+    # The workers run in the data dir: a package named like ours there must not shadow memq.
+    (tmp_path / "worker").mkdir()
+    (tmp_path / "worker" / "__init__.py").write_text("raise SystemExit('shadowed')\n")
     parent = WorkerProcess(env, tmp_path / "worker.log", "--processes", "2", "--concurrency", "1")
     try:
         first = await wait_until(

@@ -140,7 +140,8 @@ def supervise(
     commands = []
     for i in range(processes):
         # A fresh interpreter per child: nothing of this process (loop, sockets) is inherited.
-        command = [sys.executable, "-m", "worker.cli", "worker", "--processes", "1",
+        # -P: the working directory is not put on sys.path (a ./worker there would shadow us).
+        command = [sys.executable, "-P", "-m", "worker.cli", "worker", "--processes", "1",
                    "--supervisor-pid", str(os.getpid())]  # fmt: skip
         if concurrency is not None:
             command += ["--concurrency", str(concurrency)]
