@@ -217,10 +217,13 @@ def test_dlq_replay_without_a_target_is_bad_input(tmp_path: Path, args: list[str
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_worker_without_an_observer_refuses_to_start_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_worker_without_an_observer_refuses_to_start_with_one_line(
+    tmp_path: Path, processes: str
+) -> None:
     settings = make_settings(tmp_path, "redis://127.0.0.1:1/0", "http://127.0.0.1:1")
     done = subprocess.run(
-        [console_script(), "worker"],
+        [console_script(), "worker", "--processes", processes],
         capture_output=True,
         text=True,
         timeout=60,
@@ -232,3 +235,18 @@ def test_worker_without_an_observer_refuses_to_start_with_one_line(tmp_path: Pat
     (line,) = done.stderr.strip().splitlines()
     assert "ANTHROPIC_API_KEY" in line
     assert "OPENAI_BASE_URL" in line
+
+
+def test_worker_processes_whose_metrics_ports_pass_65535_are_bad_input(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [console_script(), "worker", "--processes", "3", "--metrics-port", "65534"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=subprocess_env(tmp_path, "redis://127.0.0.1:1/0", ANTHROPIC_API_KEY="test-key"),
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "65535" in line

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
 
 import typer
 
@@ -27,6 +29,14 @@ def worker(
     metrics_host: str = typer.Option(
         "127.0.0.1", "--metrics-host", help="Address for --metrics-port (0.0.0.0 in containers)."
     ),
+    processes: int = typer.Option(
+        1,
+        "--processes",
+        min=1,
+        help="Worker processes under a supervisor that restarts a crashed one; "
+        "process i serves metrics on --metrics-port + i.",
+    ),
+    supervisor_pid: int | None = typer.Option(None, "--supervisor-pid", hidden=True),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
     from worker.cli.exits import settings_from_environment
@@ -34,6 +44,16 @@ def worker(
 
     settings = settings_from_environment()
     configure_logging(settings.log_format)
+    if processes > 1:
+        supervise(
+            settings,
+            processes,
+            burst=burst,
+            concurrency=concurrency,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
+        return
     asyncio.run(
         run_worker(
             settings,
@@ -41,6 +61,7 @@ def worker(
             concurrency=concurrency,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            supervisor_pid=supervisor_pid,
         )
     )
 
@@ -52,9 +73,11 @@ async def run_worker(
     concurrency: int | None,
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
+    supervisor_pid: int | None = None,
 ) -> None:
     """Connect, check the observer configuration, then run until SIGTERM (or empty, burst);
-    with a metrics port, the health server runs beside the worker."""
+    with a metrics port, the health server runs beside the worker; under a supervisor, it
+    stops itself once the supervisor is gone."""
     from worker.observe.jobs import build_worker
     from worker.observers.factory import build_observer
     from worker.queue.arq_pool import connect_arq
@@ -74,6 +97,11 @@ async def run_worker(
                     serve_health(settings, redis, metrics, host=metrics_host, port=metrics_port)
                 )
             w = build_worker(settings, redis, burst=burst, concurrency=concurrency, metrics=metrics)
+            if supervisor_pid is not None:  # after build_worker: its SIGTERM handler is set
+                from worker.ops.supervisor import stop_when_orphaned
+
+                watch = asyncio.create_task(stop_when_orphaned(supervisor_pid))
+                stack.callback(watch.cancel)
             try:
                 # async_run, not main(): arq's signal handler stops the worker by cancelling
                 # the main task it keeps, and main() alone leaves none (SIGTERM never exited).
@@ -84,6 +112,48 @@ async def run_worker(
                 await w.close()
     finally:
         await redis.aclose()
+
+
+STOP_MARGIN_S = 15.0
+"""How much longer than the job timeout a stopping worker process may take before SIGKILL."""
+
+
+def supervise(
+    settings: Settings,
+    processes: int,
+    *,
+    burst: bool,
+    concurrency: int | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    """Run `processes` copies of `memq worker --processes 1` until SIGTERM/SIGINT."""
+    from worker.cli.exits import BadInputError
+    from worker.observers.factory import build_observer
+    from worker.ops.supervisor import Supervisor
+
+    if metrics_port and metrics_port + processes - 1 > 65535:
+        raise BadInputError(f"--metrics-port {metrics_port} + {processes} processes passes 65535")
+
+    # The children would refuse to start, over and over: refuse once, here, with one line.
+    asyncio.run(build_observer(settings).aclose())
+    commands = []
+    for i in range(processes):
+        # A fresh interpreter per child: nothing of this process (loop, sockets) is inherited.
+        # -P: the working directory is not put on sys.path (a ./worker there would shadow us).
+        command = [sys.executable, "-P", "-m", "worker.cli", "worker", "--processes", "1",
+                   "--supervisor-pid", str(os.getpid())]  # fmt: skip
+        if concurrency is not None:
+            command += ["--concurrency", str(concurrency)]
+        if burst:
+            command.append("--burst")
+        if metrics_port is not None:
+            port = metrics_port + i if metrics_port else 0  # 0: each picks a free port
+            command += ["--metrics-port", str(port), "--metrics-host", metrics_host]
+        commands.append(command)
+    Supervisor(
+        commands, stop_timeout_s=settings.job_timeout_s + STOP_MARGIN_S, done_on_success=burst
+    ).run()
 
 
 def up() -> None:
