@@ -2,8 +2,9 @@
 
 Run from the repository root: `.venv/bin/python bench/throughput.py` (defaults: about 2.5 minutes
 on an idle 2-CPU machine, longer on a busy one; `--help` for the sizes). It starts a private
-redis-server on a free loopback port and the loopback fake observer (an instant observer:
-`deterministic_reply`) in a process of its own. Then, for each (worker processes, batch size):
+redis-server on a free loopback port and the loopback fake observer (`deterministic_reply`:
+instant, or after 1-2 s like a real provider with `--observer-latency-ms 1000,2000`) in a process
+of its own. Then, for each (worker processes, batch size):
 start the `memq worker` processes, warm them up, publish a backlog up front and time first
 publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
 against the SQLite file afterwards); then publish at a steady fraction of that rate and time
@@ -28,6 +29,7 @@ import msgspec
 import redis.asyncio as aioredis
 
 from bench.common import (
+    REPO,
     CpuMeter,
     WorkerProcesses,
     count_rows,
@@ -67,6 +69,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     latency_fractions: list[float]
     latency_sessions: list[int]
     chroma: str
+    observer_latency_s: tuple[float, float] | None
     workdir: str | None
 
 
@@ -191,6 +194,7 @@ async def run_config(
     env = worker_env(url, observer_url, data_dir, prefix=PREFIX, batch_max_events=batch,
                      batch_wait_ms=cfg.batch_wait_ms, concurrency=cfg.concurrency,
                      chroma=cfg.chroma)  # fmt: skip
+    env["PYTHONPATH"] = str(REPO)  # the workers run this checkout's code, not the installed one
     workers = WorkerProcesses(processes, env, tmp / "logs" / name)
     try:
         warm = maker.interleaved(f"{name}-warm", cfg.concurrency * processes, 2)
@@ -252,7 +256,7 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
         f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
         "from the first publish until every event is stored; "
         f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
-        f"MEMQ_CHROMA={cfg.chroma}.\n"
+        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
     )
     single = {r.batch: r.events / r.drain_s for r in results if r.processes == 1}
     rows = []
@@ -296,6 +300,14 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
     print(markdown_table(headers, rows))
 
 
+def observer_line(cfg: Config) -> str:
+    """How fast the fake observer answers."""
+    if cfg.observer_latency_s is None:
+        return "the fake observer answers at once"
+    low, high = (round(v * 1000) for v in cfg.observer_latency_s)
+    return f"the fake observer answers after a uniform {low}-{high} ms"
+
+
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     """Command-line sizes; the defaults take about 2.5 minutes on an idle 2-CPU machine."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
@@ -313,6 +325,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                    help="sessions to spread over, comma-separated (a run for each)")  # fmt: skip
     p.add_argument("--chroma", default="off", choices=["off", "on"],
                    help="MEMQ_CHROMA; `on` adds the embedded index's embedding work")  # fmt: skip
+    p.add_argument("--observer-latency-ms", metavar="LOW,HIGH",
+                   help="the fake observer answers after a uniform LOW..HIGH ms")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
     a = p.parse_args(argv)
     return Config(
@@ -327,8 +341,16 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         latency_fractions=[float(f) for f in a.latency_fractions.split(",")],
         latency_sessions=[int(v) for v in a.latency_sessions.split(",")],
         chroma=a.chroma,
+        observer_latency_s=_latency_range(a.observer_latency_ms),
         workdir=a.workdir,
     )
+
+
+def _latency_range(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    low, _, high = text.partition(",")
+    return int(low) / 1000, int(high or low) / 1000
 
 
 async def run_all(cfg: Config, url: str, observer_url: str, tmp: Path) -> list[Result]:
@@ -345,7 +367,10 @@ def main() -> None:
     meter = CpuMeter()
     with tempfile.TemporaryDirectory(prefix="memq-bench-", dir=cfg.workdir) as name:
         tmp = Path(name)
-        with private_redis(tmp / "redis") as server, fake_observer() as observer:
+        with (
+            private_redis(tmp / "redis") as server,
+            fake_observer(cfg.observer_latency_s) as observer,
+        ):
             assert server.proc is not None
             results = asyncio.run(run_all(cfg, server.url, observer.url, tmp))
             noise = meter.report([server.proc.pid, observer.proc.pid])
