@@ -19,9 +19,8 @@ from worker.connect.redis_client import SyncRedis, connect_sync
 from worker.errors import BackpressureError, RedisUnavailableError
 from worker.ingest.prepare import prepare_encoded
 from worker.keys import Keys
+from worker.queue.arq_job_format import ARQ_EXPIRES_EXTRA_MS, ARQ_JOB_KEY_PREFIX
 from worker.queue.scheduling import (
-    ARQ_EXPIRES_EXTRA_MS,
-    ARQ_JOB_KEY_PREFIX,
     PUBLISH_LUA,
     Scheduler,
     job_payload,
