@@ -57,8 +57,6 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
     from redis.asyncio import Redis
     from redis.exceptions import RedisError
 
-    from worker.connect.hiredis_packing import use_hiredis_packing
-
     url = await asyncio.to_thread(redis_url, settings)
     timeout = timeout_ms / 1000 if timeout_ms else None
     try:
@@ -68,7 +66,6 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
             client = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     except ValueError as e:
         raise ConfigError(f"MEMQ_REDIS_URL is not a Redis URL: {e}") from e
-    use_hiredis_packing(client.connection_pool)
     try:
         await client.ping()
     except (RedisError, OSError) as e:

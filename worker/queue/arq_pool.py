@@ -11,7 +11,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
-from worker.connect.hiredis_packing import use_hiredis_packing
 from worker.connect.redis_client import describe_url, redis_url
 from worker.connect.sentinel import (
     is_sentinel_url,
@@ -66,7 +65,6 @@ async def _connect_sentinel(settings: Settings, url: str) -> ArqRedis:
 
 async def _checked(redis: ArqRedis, url: str) -> ArqRedis:
     """PING once (no retries), then let commands ride out a short outage."""
-    use_hiredis_packing(redis.connection_pool)
     try:
         await redis.ping()
     except (RedisError, OSError) as e:
