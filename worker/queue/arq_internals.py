@@ -2,7 +2,7 @@
 
 arq's `Worker.start_jobs` counts a slot (`job_counter`, `sem`) before its Redis round trips and
 gives it back only on a clean answer: a lost connection there leaks the slot for good, and a
-worker that lost all `max_jobs` of them over a few outages stopped starting jobs.
+worker that lost all `max_jobs` of them over a few outages would never start a job again.
 tests/worker/queue/test_arq_internals.py fails when the installed arq changes any of this.
 """
 
