@@ -7,12 +7,11 @@ import logging
 import time
 from typing import Any
 
-from arq import Worker
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.queue.arq_internals import reclaim_lost_slots
+from worker.queue.arq_start_jobs import LuaStartWorker
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +25,7 @@ and its supervisor restarts it (each attempt itself retries connecting for ~7.5 
 _LOST = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
 
-class MemqWorker(Worker):
+class MemqWorker(LuaStartWorker):
     """arq's Worker, surviving a command cut off by a Redis restart and closing without Redis.
 
     arq lets any Redis error of its poll loop end `main()`: a command in flight while Redis
@@ -66,7 +65,6 @@ class MemqWorker(Worker):
                     logger.error("Redis unreachable for %.0f s, giving up: %s", RIDE_OUT_S, e)
                     raise
                 logger.warning("lost Redis, polling again: %s", e)
-            await reclaim_lost_slots(self)
             await asyncio.sleep(self.poll_delay_s)
 
     async def close(self) -> None:
