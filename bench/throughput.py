@@ -29,7 +29,6 @@ import msgspec
 import redis.asyncio as aioredis
 
 from bench.common import (
-    REPO,
     CpuMeter,
     WorkerProcesses,
     count_rows,
@@ -194,7 +193,6 @@ async def run_config(
     env = worker_env(url, observer_url, data_dir, prefix=PREFIX, batch_max_events=batch,
                      batch_wait_ms=cfg.batch_wait_ms, concurrency=cfg.concurrency,
                      chroma=cfg.chroma)  # fmt: skip
-    env["PYTHONPATH"] = str(REPO)  # the workers run this checkout's code, not the installed one
     workers = WorkerProcesses(processes, env, tmp / "logs" / name)
     try:
         warm = maker.interleaved(f"{name}-warm", cfg.concurrency * processes, 2)

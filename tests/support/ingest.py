@@ -37,8 +37,6 @@ def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -
         "HOME": str(data_dir),
         "MEMQ_DATA_DIR": str(data_dir),
         "PYTHONPYCACHEPREFIX": str(_PYCACHE),
-        # Subprocesses import this checkout (a worktree), not the one installed editable.
-        "PYTHONPATH": str(REPO),
         "LANG": "C.UTF-8",
     }
     if redis_url is not None:
