@@ -157,7 +157,7 @@ fake.close()
 
 
 class ObserverProcess:
-    """The loopback fake observer (instant `deterministic_reply`) running in a child process."""
+    """The loopback fake observer (`deterministic_reply`, at once or delayed) in a child process."""
 
     def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
         self.proc = proc

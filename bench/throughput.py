@@ -9,6 +9,11 @@ start the `memq worker` processes, warm them up, publish a backlog up front and 
 publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
 against the SQLite file afterwards); then publish at a steady fraction of that rate and time
 publish → `<prefix>:observations` message.
+
+At a real provider's latency, where the observer and not the CPU bounds throughput, compare
+worker CPU per event: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py --observer-latency-ms
+1000,2000 --sessions 200 --calls 8 --processes 1 --batches 1 --concurrency 64
+--latency-seconds 0` (about a minute).
 """
 
 from __future__ import annotations
