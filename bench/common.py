@@ -146,8 +146,10 @@ def private_redis(workdir: Path) -> Iterator[RedisServer]:
 # bench's GIL (which would inflate the latencies the bench measures).
 _SERVE_OBSERVER = """
 import sys
-from tests.support.fake_observer import FakeObserver
+from tests.support.fake_observer import FakeObserver, slow_observer
 fake = FakeObserver()
+if len(sys.argv) > 1:
+    fake.responder = slow_observer(float(sys.argv[1]), float(sys.argv[2]))
 print(fake.url, flush=True)
 sys.stdin.read()
 fake.close()
@@ -155,7 +157,7 @@ fake.close()
 
 
 class ObserverProcess:
-    """The loopback fake observer (instant `deterministic_reply`) running in a child process."""
+    """The loopback fake observer (`deterministic_reply`, at once or delayed) in a child process."""
 
     def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
         self.proc = proc
@@ -163,10 +165,12 @@ class ObserverProcess:
 
 
 @contextmanager
-def fake_observer() -> Iterator[ObserverProcess]:
-    """Start the fake observer in its own process; stopped afterwards."""
+def fake_observer(latency_s: tuple[float, float] | None = None) -> Iterator[ObserverProcess]:
+    """Start the fake observer in its own process (answering after a uniform `latency_s`
+    range when given, else at once); stopped afterwards."""
+    delay = [str(v) for v in latency_s] if latency_s else []
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVE_OBSERVER],
+        [sys.executable, "-c", _SERVE_OBSERVER, *delay],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

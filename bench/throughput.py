@@ -2,12 +2,18 @@
 
 Run from the repository root: `.venv/bin/python bench/throughput.py` (defaults: about 2.5 minutes
 on an idle 2-CPU machine, longer on a busy one; `--help` for the sizes). It starts a private
-redis-server on a free loopback port and the loopback fake observer (an instant observer:
-`deterministic_reply`) in a process of its own. Then, for each (worker processes, batch size):
+redis-server on a free loopback port and the loopback fake observer (`deterministic_reply`:
+instant, or after 1-2 s like a real provider with `--observer-latency-ms 1000,2000`) in a process
+of its own. Then, for each (worker processes, batch size):
 start the `memq worker` processes, warm them up, publish a backlog up front and time first
 publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
 against the SQLite file afterwards); then publish at a steady fraction of that rate and time
 publish → `<prefix>:observations` message.
+
+At a real provider's latency, where the observer and not the CPU bounds throughput, compare
+worker CPU per event: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py --observer-latency-ms
+1000,2000 --sessions 200 --calls 8 --processes 1 --batches 1 --concurrency 64
+--latency-seconds 0` (about a minute).
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     latency_fractions: list[float]
     latency_sessions: list[int]
     chroma: str
+    observer_latency_s: tuple[float, float] | None
     workdir: str | None
 
 
@@ -252,7 +259,7 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
         f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
         "from the first publish until every event is stored; "
         f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
-        f"MEMQ_CHROMA={cfg.chroma}.\n"
+        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
     )
     single = {r.batch: r.events / r.drain_s for r in results if r.processes == 1}
     rows = []
@@ -296,6 +303,14 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
     print(markdown_table(headers, rows))
 
 
+def observer_line(cfg: Config) -> str:
+    """How fast the fake observer answers."""
+    if cfg.observer_latency_s is None:
+        return "the fake observer answers at once"
+    low, high = (round(v * 1000) for v in cfg.observer_latency_s)
+    return f"the fake observer answers after a uniform {low}-{high} ms"
+
+
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     """Command-line sizes; the defaults take about 2.5 minutes on an idle 2-CPU machine."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
@@ -313,6 +328,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
                    help="sessions to spread over, comma-separated (a run for each)")  # fmt: skip
     p.add_argument("--chroma", default="off", choices=["off", "on"],
                    help="MEMQ_CHROMA; `on` adds the embedded index's embedding work")  # fmt: skip
+    p.add_argument("--observer-latency-ms", metavar="LOW,HIGH",
+                   help="the fake observer answers after a uniform LOW..HIGH ms")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
     a = p.parse_args(argv)
     return Config(
@@ -327,8 +344,16 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         latency_fractions=[float(f) for f in a.latency_fractions.split(",")],
         latency_sessions=[int(v) for v in a.latency_sessions.split(",")],
         chroma=a.chroma,
+        observer_latency_s=_latency_range(a.observer_latency_ms),
         workdir=a.workdir,
     )
+
+
+def _latency_range(text: str | None) -> tuple[float, float] | None:
+    if not text:
+        return None
+    low, _, high = text.partition(",")
+    return int(low) / 1000, int(high or low) / 1000
 
 
 async def run_all(cfg: Config, url: str, observer_url: str, tmp: Path) -> list[Result]:
@@ -345,7 +370,10 @@ def main() -> None:
     meter = CpuMeter()
     with tempfile.TemporaryDirectory(prefix="memq-bench-", dir=cfg.workdir) as name:
         tmp = Path(name)
-        with private_redis(tmp / "redis") as server, fake_observer() as observer:
+        with (
+            private_redis(tmp / "redis") as server,
+            fake_observer(cfg.observer_latency_s) as observer,
+        ):
             assert server.proc is not None
             results = asyncio.run(run_all(cfg, server.url, observer.url, tmp))
             noise = meter.report([server.proc.pid, observer.proc.pid])

@@ -12,6 +12,7 @@ import hashlib
 import html
 import itertools
 import json
+import random
 import re
 import threading
 import time
@@ -169,6 +170,18 @@ def deterministic_reply(request: RecordedRequest) -> Reply:
         return Reply(text=_summary(user))
     calls = _SESSION_ELEMENT.findall(user)
     return Reply(text="\n".join(_observation(call) for call in calls))
+
+
+def slow_observer(
+    low_s: float, high_s: float, responder: Callable[[RecordedRequest], Reply] = deterministic_reply
+) -> Callable[[RecordedRequest], Reply]:
+    """`responder`, answering after a uniform `low_s`..`high_s` (a real provider takes 1-2 s)."""
+
+    def answer(request: RecordedRequest) -> Reply:
+        reply = responder(request)
+        return msgspec.structs.replace(reply, delay_s=reply.delay_s + random.uniform(low_s, high_s))
+
+    return answer
 
 
 def _observation(element: str) -> str:

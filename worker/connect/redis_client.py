@@ -56,8 +56,6 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
     from redis.asyncio import Redis
     from redis.exceptions import RedisError
 
-    from worker.connect.hiredis_packing import use_hiredis_packing
-
     url = await asyncio.to_thread(redis_url, settings)
     timeout = timeout_ms / 1000 if timeout_ms else None
     target = parse_redis_url(url)
@@ -66,7 +64,6 @@ async def connect_redis(settings: Settings, *, timeout_ms: int | None = None) ->
     else:
         pool = async_pool(target, socket_timeout=timeout, socket_connect_timeout=timeout)
         client = Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
-    use_hiredis_packing(client.connection_pool)
     try:
         await client.ping()
     except (RedisError, OSError) as e:

@@ -10,7 +10,6 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import RedisError
 
-from worker.connect.hiredis_packing import use_hiredis_packing
 from worker.connect.redis_client import async_pool, redis_url
 from worker.connect.redis_url import parse_redis_url
 from worker.connect.sentinel import SentinelUrl, sentinel_master
@@ -59,7 +58,6 @@ async def _connect_sentinel(settings: Settings, parsed: SentinelUrl, url: str) -
 
 async def _checked(redis: ArqRedis, url: str) -> ArqRedis:
     """PING once (no retries), then let commands ride out a short outage."""
-    use_hiredis_packing(redis.connection_pool)
     try:
         await redis.ping()
     except (RedisError, OSError) as e:

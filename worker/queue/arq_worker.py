@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from typing import Any
 
-from arq import Worker
-from arq.constants import in_progress_key_prefix
-from arq.utils import timestamp_ms
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker.connect.lua import LuaScript
+from worker.queue.arq_start_jobs import LuaStartWorker
 
 logger = logging.getLogger(__name__)
 
@@ -20,74 +19,53 @@ SHUT_DOWN = "shut_down"
 """Set in the job context once the shutdown hook ran."""
 
 RIDE_OUT_S = 8.0
-"""How long the poll loop keeps going while Redis is unreachable; then the worker exits and
-its supervisor restarts it (each attempt itself retries connecting for ~7.5 s)."""
+"""How long the worker keeps restarting its poll loop while Redis is unreachable; then it exits
+and its supervisor restarts it (each attempt itself retries connecting for ~7.5 s)."""
 
 _LOST = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
-# arq's claim of a queued job (not running elsewhere, due now → mark it in progress), as one
-# script instead of WATCH, EXISTS, ZSCORE and MULTI/PSETEX/EXEC: four round trips a job.
-# KEYS: in-progress key, queue   ARGV: job id, now ms, in-progress ttl ms  -> score or nil
-_START = LuaScript("""
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
-redis.call('PSETEX', KEYS[1], ARGV[3], '1')
-return score
-""")
 
-
-class MemqWorker(Worker):
+class MemqWorker(LuaStartWorker):
     """arq's Worker, surviving a command cut off by a Redis restart and closing without Redis.
 
-    arq lets any Redis error of its poll loop end the process: a command in flight while Redis
+    arq lets any Redis error of its poll loop end `main()`: a command in flight while Redis
     restarted (not retried, since it may have run) killed a worker that a reconnect would save.
     """
 
-    _outage_since: float | None = None
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._started = False
+        self._first_startup = self.on_startup
+        self.on_startup = self._startup_once
 
-    async def _poll_iteration(self) -> None:
-        try:
-            await super()._poll_iteration()
-        except _LOST as e:
-            now = time.monotonic()
-            if self._outage_since is None:
-                self._outage_since = now
-            if now - self._outage_since > RIDE_OUT_S:
-                logger.error("Redis unreachable for %.0f s, giving up: %s", RIDE_OUT_S, e)
-                raise
-            logger.warning("lost Redis, polling again: %s", e)
-            return
-        self._outage_since = None
+    async def _startup_once(self, ctx: dict[Any, Any]) -> None:
+        # main() runs on_startup each time it starts; the runtime is built once per process.
+        if not self._started and self._first_startup is not None:
+            await self._first_startup(ctx)
+        self._started = True
 
-    async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """Start each due job not running elsewhere (arq's start_jobs, one round trip a job).
+    async def main(self) -> None:
+        """arq's main(), started again after losing Redis while it comes back within RIDE_OUT_S.
 
-        Unlike arq's, a start cut off by a lost connection gives its slot back.
+        It runs in arq's main task, so a signal's cancellation stops the restarts too.
         """
-        ttl_ms = int(self.in_progress_timeout_s * 1000)
-        for raw_id in job_ids:
-            await self.sem.acquire()
-            if self.job_counter >= self.max_jobs:
-                self.sem.release()
-                return
-            self.job_counter += 1
-            job_id = raw_id.decode()
+        outage_since: float | None = None
+        while True:
+            began = time.monotonic()
             try:
-                score = await _START(
-                    self.pool,
-                    [in_progress_key_prefix + job_id, self.queue_name],
-                    [job_id, timestamp_ms(), ttl_ms],
-                )
-            except BaseException:
-                self._release_sem_dec_counter_on_complete()
-                raise
-            if score is None:  # running elsewhere, finished, or deferred by another worker
-                self._release_sem_dec_counter_on_complete()
-                continue
-            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-            self.tasks[job_id] = task
+                await super().main()
+                return
+            except _LOST as e:
+                if not self._started:
+                    raise  # no runtime yet: the startup itself failed
+                now = time.monotonic()
+                if outage_since is None or now - began > RIDE_OUT_S:
+                    outage_since = now  # the last run went well for a while: a new outage
+                if now - outage_since > RIDE_OUT_S:
+                    logger.error("Redis unreachable for %.0f s, giving up: %s", RIDE_OUT_S, e)
+                    raise
+                logger.warning("lost Redis, polling again: %s", e)
+            await asyncio.sleep(self.poll_delay_s)
 
     async def close(self) -> None:
         """Close as arq does; without Redis, still close the runtime, then re-raise.

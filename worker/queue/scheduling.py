@@ -16,16 +16,19 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from worker.keys import Keys
+from worker.queue.arq_job_format import (
+    ARQ_EXPIRES_EXTRA_MS,
+    ARQ_JOB_KEY_PREFIX,
+    SCHEDULE_LUA,
+    job_expiry_ms,
+)
+from worker.queue.arq_job_format import job_payload as arq_job_payload
 
 if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
     from redis.asyncio import Redis
     from redis.asyncio.client import Pipeline
 
 JOB_FUNCTION = "observe_session"
-# arq's own constants (arq.constants), restated so the hook path never imports arq (0.2 s);
-# tests/worker/queue/test_scheduling.py checks they still match arq.
-ARQ_JOB_KEY_PREFIX = "arq:job:"
-ARQ_EXPIRES_EXTRA_MS = 86_400_000
 
 
 def job_serializer(data: dict[str, Any]) -> bytes:
@@ -39,18 +42,6 @@ def job_deserializer(raw: bytes) -> dict[str, Any]:
     return data
 
 
-# Shared Lua: schedule a job for a session unless one is already scheduled (or force=1).
-_SCHEDULE_FN = """
-local function schedule(sched_key, seq_key, queue, job_prefix, payload, score, expires_ms)
-  local seq = redis.call('INCR', seq_key)
-  local job_id = job_prefix .. seq
-  redis.call('SET', sched_key, job_id)
-  redis.call('PSETEX', ARGV_ARQ_PREFIX .. job_id, expires_ms, payload)
-  redis.call('ZADD', queue, score, job_id)
-  return job_id
-end
-"""
-
 # KEYS: seen, stream, sessions, scheduled, jobseq, queue
 # ARGV: event json, session, dedupe ttl s, max pending, job payload, score ms, expires ms,
 #       job id prefix, arq job key prefix, due now (1/0), full at (entries; 0 = never)
@@ -59,7 +50,7 @@ end
 # or a full batch waiting.
 PUBLISH_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[9]\n"
-    + _SCHEDULE_FN
+    + SCHEDULE_LUA
     + """
 local existing = redis.call('GET', KEYS[1])
 if existing then return {0, existing} end
@@ -85,7 +76,7 @@ return {1, id}
 #       arq prefix, force (1 = hand off even when the stream is empty)
 RELEASE_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[6]\n"
-    + _SCHEDULE_FN
+    + SCHEDULE_LUA
     + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, ''} end
 if redis.call('XLEN', KEYS[4]) > 0 or ARGV[7] == '1' then
@@ -102,7 +93,7 @@ return {2, ''}
 # ARGV: job payload, score ms, expires ms, job id prefix, arq prefix
 SWEEP_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[5]\n"
-    + _SCHEDULE_FN
+    + SCHEDULE_LUA
     + """
 if redis.call('XLEN', KEYS[4]) == 0 then return {0, ''} end
 local current = redis.call('GET', KEYS[1])
@@ -119,9 +110,8 @@ def now_ms() -> int:
 
 
 def job_payload(session: str, enqueue_ms: int) -> bytes:
-    """arq's serialized job for observe_session(session), as arq.jobs.serialize_job makes it."""
-    job: dict[str, Any] = {"t": None, "f": JOB_FUNCTION, "a": [session], "k": {}, "et": enqueue_ms}
-    return job_serializer(job)
+    """arq's serialized job for observe_session(session)."""
+    return arq_job_payload(JOB_FUNCTION, [session], enqueue_ms, job_serializer)
 
 
 def publish_args(
@@ -177,7 +167,7 @@ class Scheduler:
     def _job_args(self, session: str, defer_ms: int) -> tuple[bytes, int, int, str]:
         enqueue = now_ms()
         score = enqueue + max(0, defer_ms)
-        expires = score - enqueue + ARQ_EXPIRES_EXTRA_MS
+        expires = job_expiry_ms(score, enqueue)
         return job_payload(session, enqueue), score, expires, self.keys.job_id_prefix(session)
 
     async def publish(

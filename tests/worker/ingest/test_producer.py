@@ -24,7 +24,8 @@ from worker.ingest.producer import (
     prepare_event,
 )
 from worker.keys import Keys
-from worker.queue.scheduling import ARQ_JOB_KEY_PREFIX, job_deserializer
+from worker.queue.arq_job_format import ARQ_JOB_KEY_PREFIX
+from worker.queue.scheduling import job_deserializer
 from worker.settings import Settings
 
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis.asyncio as aioredis
 
 from worker.keys import Keys
-from worker.queue.scheduling import ARQ_JOB_KEY_PREFIX as job_key_prefix
+from worker.queue.arq_job_format import ARQ_JOB_KEY_PREFIX as job_key_prefix
 from worker.queue.scheduling import Scheduler, job_deserializer
 
 KEYS = Keys("t1")
@@ -69,21 +69,3 @@ async def test_sweep_reschedules_when_the_scheduled_job_is_gone(redis: aioredis.
     assert await s.sweep("s1") == "t1:observe:s1:2"
     await redis.delete(KEYS.events("s1"))
     assert await s.sweep("s1") is None  # nothing to do for an empty stream
-
-
-def test_job_payload_matches_arqs_own_serialization() -> None:
-    from arq import constants
-    from arq.jobs import serialize_job
-
-    from worker.queue.scheduling import (
-        ARQ_EXPIRES_EXTRA_MS,
-        ARQ_JOB_KEY_PREFIX,
-        JOB_FUNCTION,
-        job_payload,
-        job_serializer,
-    )
-
-    expected = serialize_job(JOB_FUNCTION, ("s1",), {}, None, 1234, serializer=job_serializer)
-    assert job_payload("s1", 1234) == expected
-    assert constants.job_key_prefix == ARQ_JOB_KEY_PREFIX
-    assert constants.expires_extra_ms == ARQ_EXPIRES_EXTRA_MS
