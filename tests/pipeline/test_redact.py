@@ -204,7 +204,7 @@ def test_overlapping_secrets_merge_into_one_marker(text: str, expected: str) -> 
         ),
         (["PASSWORD=hunter2x", 3], ["PASSWORD=[REDACTED:password-assignment]", 3]),
         ({"AKIAQ7W3E9R2T5Y8U1I4": 1}, {marker("aws-access-key"): 1}),
-        ({"token": ["a", "b"]}, {"token": ["a", "b"]}),
+        ({"token": ["Zx9vQ2rT", "$T"]}, {"token": [marker("password-assignment"), "$T"]}),
         (7, 7),
     ],
 )
