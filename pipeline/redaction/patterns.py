@@ -53,7 +53,10 @@ def _password_in_url(m: re.Match[str]) -> Span | None:
     rest = rest[: rest.find("://")] if "://" in rest else rest  # the next URL is not ours
     at = rest.rfind("@")
     password = rest[:at]
-    if at <= 0 or _PORT_THEN_PATH.fullmatch(password) or is_placeholder(password, bare=False):
+    host = m.group("user")  # with a port after it, `host:8443/a@b` is no user and password
+    if _PORT_THEN_PATH.fullmatch(password) and ("." in host or host == "localhost"):
+        return None
+    if at <= 0 or is_placeholder(password, bare=False):
         return None
     start = m.start("rest")
     return start, start + at
