@@ -45,7 +45,9 @@ def _private_keys(text: str) -> Iterator[Span]:
 _URL_CREDENTIALS = (
     r"://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@?#'\"\[\]]{0,128}):(?P<rest>[^\s'\"]{1,512})"
 )
-_PORT_THEN_PATH = re.compile(r"[0-9]{1,5}(?:[/?#].*)?", re.DOTALL)  # `host:8443/a@b`
+# Digits then a path read as a port (`host:8080/path@v2`), so a password that starts with
+# digits and a `/` is kept: the URL alone cannot tell them apart.
+_PORT_THEN_PATH = re.compile(r"[0-9]{1,5}(?:[/?#].*)?", re.DOTALL)
 
 
 def _password_in_url(m: re.Match[str]) -> Span | None:
@@ -53,10 +55,7 @@ def _password_in_url(m: re.Match[str]) -> Span | None:
     rest = rest[: rest.find("://")] if "://" in rest else rest  # the next URL is not ours
     at = rest.rfind("@")
     password = rest[:at]
-    host = m.group("user")  # with a port after it, `host:8443/a@b` is no user and password
-    if _PORT_THEN_PATH.fullmatch(password) and ("." in host or host == "localhost"):
-        return None
-    if at <= 0 or is_placeholder(password, bare=False):
+    if at <= 0 or _PORT_THEN_PATH.fullmatch(password) or is_placeholder(password, bare=False):
         return None
     start = m.start("rest")
     return start, start + at
