@@ -45,11 +45,16 @@ class SecretPattern(msgspec.Struct, frozen=True):
 
 def regex(pattern: str, check: Check) -> Finder:
     """A finder yielding what `check` makes of each match of `pattern` (None skips it)."""
-    compiled = re.compile(pattern, re.ASCII)
+    # Compiled on first use: the hook is a short process, and most calls hold no anchor of
+    # most kinds, so compiling every pattern at import would cost it more than the scans.
+    compiled: list[re.Pattern[str]] = []
 
     def find(text: str) -> Iterator[Span]:
+        if not compiled:
+            compiled.append(re.compile(pattern, re.ASCII))
+        search = compiled[0].search
         pos = 0
-        while (m := compiled.search(text, pos)) is not None:
+        while (m := search(text, pos)) is not None:
             span = check(m)
             pos = m.start() + 1 if span is None else max(m.end(), m.start() + 1)
             if span is not None:

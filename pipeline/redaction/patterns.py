@@ -43,7 +43,7 @@ def _private_keys(text: str) -> Iterator[Span]:
 # A URL's password runs to the last `@` of its run of non-blank characters, so one holding
 # `#`, `/`, `?` or `@` goes whole (`postgresql://app:Xk9#mP2!@db/app`).
 _URL_CREDENTIALS = (
-    r"://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@?#'\"\[\]]{0,128}):(?P<rest>[^\s'\"]{1,512})"
+    r"://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@?#'\"\[\]]{0,128}):(?P<rest>[^\s'\"]{1,300})"
 )
 # Digits then a path read as a port (`host:8080/path@v2`), so a password that starts with
 # digits and a `/` is kept: the URL alone cannot tell them apart.
