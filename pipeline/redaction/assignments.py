@@ -14,7 +14,7 @@ from pipeline.redaction.placeholders import is_placeholder
 _ASSIGNMENT_REVERSED = re.compile(
     r"[=:>](?:(?<==)(?<!==):?|(?<=>)=|(?<=:)(?<![:/\\]:))[ \t]{0,10}\??[ \t]{0,10}[\"']?"
     r"(?P<name>(?:[0-9]{1,3}[_-]?)?"  # a numbered name: `API_KEY_2`
-    rf"(?:{'|'.join(w[::-1] for w in SECRET_WORDS)}|yek[_.-]?[A-Za-z])[\w.-]{{0,60}})"
+    rf"(?:{'|'.join(w[::-1] for w in SECRET_WORDS)}|yek[_.-]?[A-Za-z]{{2}})[\w.-]{{0,60}})"
     r"(?![\w./-])",  # a longer name, or a URL's user part (`//user:pw@`), is no name
     re.IGNORECASE | re.ASCII,
 )

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 from pipeline.redaction.finders import SecretPattern, Span, pattern
+from pipeline.redaction.placeholders import is_placeholder
 
 _KIND = re.compile(r"[\"']?kind[\"']?[ \t]*:[ \t]*[\"']?Secret(?!\w)")
 _YAML_BLOCK = re.compile(r"^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\r?$", re.M)
@@ -25,7 +26,8 @@ def _secret_data(text: str) -> Iterator[Span]:
     if _KIND.search(text) is None:
         return
     spans = [*_yaml_values(text), *_json_values(text)]
-    yield from sorted(spans)
+    # A marker is a placeholder too, so a second pass finds nothing left to redact.
+    yield from sorted(s for s in spans if not is_placeholder(text[s[0] : s[1]], bare=False))
 
 
 def _yaml_values(text: str) -> Iterator[Span]:

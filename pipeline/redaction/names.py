@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # The words a secret's name ends with, as the assignment scan spells them (longest first
 # where one is a prefix of another, so an alternation built from them tries the long one).
@@ -40,6 +41,7 @@ _NOT_SECRET_QUALIFIERS = frozenset(
 )
 
 
+@lru_cache(maxsize=4096)  # names repeat: every line of an env dump, every key of a list
 def is_secret_name(name: str) -> bool:
     """Whether a variable, key or header name says its value is a secret."""
     # The secret word must end the name (trailing numbers aside): `DB_PASSWORD`, `apiKey`,

@@ -41,9 +41,12 @@ def _private_keys(text: str) -> Iterator[Span]:
 
 
 # A URL's password runs to the last `@` of its run of non-blank characters, so one holding
-# `#`, `/`, `?` or `@` goes whole (`postgresql://app:Xk9#mP2!@db/app`).
+# `#`, `/`, `?` or `@` goes whole (`postgresql://app:Xk9#mP2!@db/app`). A `//` ends the run
+# (the next URL's scheme), which keeps a failed match short.
+_URL_CHAR = r"(?:[^\s'\"@/]|/(?!/))"
 _URL_CREDENTIALS = (
-    r"://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@?#'\"\[\]]{0,128}):(?P<rest>[^\s'\"]{1,300})"
+    r"://(?<=[A-Za-z0-9]://)(?P<user>[^\s:/@?#'\"\[\]]{0,128}):"
+    rf"(?P<rest>{_URL_CHAR}{{1,300}}@(?:{_URL_CHAR}{{0,300}}@){{0,8}})"
 )
 # Digits then a path read as a port (`host:8080/path@v2`), so a password that starts with
 # digits and a `/` is kept: the URL alone cannot tell them apart.
@@ -51,14 +54,11 @@ _PORT_THEN_PATH = re.compile(r"[0-9]{1,5}(?:[/?#].*)?", re.DOTALL)
 
 
 def _password_in_url(m: re.Match[str]) -> Span | None:
-    rest = m.group("rest")
-    rest = rest[: rest.find("://")] if "://" in rest else rest  # the next URL is not ours
-    at = rest.rfind("@")
-    password = rest[:at]
-    if at <= 0 or _PORT_THEN_PATH.fullmatch(password) or is_placeholder(password, bare=False):
+    password = m.group("rest")[:-1]  # up to its last `@`
+    if _PORT_THEN_PATH.fullmatch(password) or is_placeholder(password, bare=False):
         return None
     start = m.start("rest")
-    return start, start + at
+    return start, start + len(password)
 
 
 _CONNECTION_STRING = pattern(
