@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 from pipeline.events import Event, Prompt, ToolCall
-from tests.support.secret_corpus import SecretCase, ordinary_texts, secret_cases
+from tests.support.ordinary_corpus import ordinary_texts
+from tests.support.secret_corpus import SecretCase, secret_cases
 from worker.ingest.prepare import prepare_encoded
 
 SEED = int.from_bytes(os.urandom(4), "big")
