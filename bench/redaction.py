@@ -39,11 +39,13 @@ for text in texts:
     redact_secrets(text)
 redact_s = time.perf_counter() - started
 settings = Settings()
-events = [tool_call(i, "prep") for i in range(2000)]
-started = time.perf_counter()
-for event in events:
-    prepare_event(event, settings)
-prepare_us = (time.perf_counter() - started) / len(events) * 1e6
+events = [tool_call(i, "prep") for i in range(1000)]
+prepare_us = float("inf")
+for _ in range(5):  # the best of five: the machine is shared
+    started = time.perf_counter()
+    for event in events:
+        prepare_event(event, settings)
+    prepare_us = min(prepare_us, (time.perf_counter() - started) / len(events) * 1e6)
 print(json.dumps({"redact_s": redact_s, "prepare_us": prepare_us}))
 """
 
@@ -111,7 +113,12 @@ def main() -> None:
         mb = sum(len(t.encode()) for t in mix) / 1e6
         mix_file = Path(tmp) / "mix.json"
         mix_file.write_text(json.dumps(mix))
-        results = {name: measure(tree, mix_file) for name, tree in trees.items()}
+        results: dict[str, dict[str, float]] = {}
+        for _ in range(2):  # interleaved; the best of two for each tree
+            for name, tree in trees.items():
+                now = measure(tree, mix_file)
+                best = results.setdefault(name, now)
+                results[name] = {k: min(best[k], now[k]) for k in now}
         with private_redis(Path(tmp) / "redis") as server:
             hooks = {}
             for round_ in range(4):  # interleaved, order swapped, so load hits both alike

@@ -76,9 +76,7 @@ CLI_PATTERNS: tuple[SecretPattern, ...] = (
             r"(?P<user>[^\s:'\"-][^\s:'\"]{0,127}):(?P<body>[^\s'\"]{1,256})",
             _user_password,
         ),
-        "-u",
-        "--user",
-        "--proxy-user",
+        "-u",  # also in `--user` and `--proxy-user`
     ),
     pattern(
         "netrc-password",

@@ -137,7 +137,7 @@ VENDOR_PATTERNS: tuple[SecretPattern, ...] = (
             r"(?<![\w~.-])[A-Za-z0-9_~.]{3}[0-9]Q~(?P<body>[\w~.-]{31,34})(?![\w~.-])",
             min_distinct=10,
         ),
-        "[0-9]q~",
+        "q~",
     ),
     pattern(
         "telegram-bot-token",
@@ -146,7 +146,7 @@ VENDOR_PATTERNS: tuple[SecretPattern, ...] = (
             rf"(?:(?<=bot)|(?<![\w]))[0-9]{{8,10}}:(?P<body>AA[{_B64}]{{33}})(?![{_B64}])",
             min_distinct=10,
         ),
-        "[0-9]:aa",
+        ":aa",
     ),
     pattern(
         "jwt",
