@@ -61,7 +61,7 @@ def find_assignments(text: str) -> Iterator[tuple[int, int]]:
         bare = value.group(3) is not None
         group = 3 if bare else 1 if value.group(1) is not None else 2
         start, raw = value.start(group), value.group(group)
-        if bare:  # trailing punctuation of a bare value belongs to the code around it
+        if bare and not raw.startswith("{"):  # trailing punctuation belongs to the code
             raw = raw.rstrip(",;)]}>")
         if not raw or is_placeholder(raw, bare=bare):
             continue
