@@ -91,12 +91,16 @@ def token(
     return regex(pattern, check)
 
 
+# A metavariable in usage text: `--api-key API_KEY`, `-p [PASSWORD]`.
+_METAVAR = re.compile(r"\[?[A-Z][A-Z_-]*\]?|\[[A-Za-z_ -]+\]")
+
+
 def labelled(pattern: str, *, min_chars: int = 1) -> Finder:
     """A finder for the `body` of a labelled value (`--password X`) unless it is a placeholder."""
 
     def check(m: re.Match[str]) -> Span | None:
         body = m.group("body")
-        if len(body) < min_chars or is_placeholder(body, bare=False):
+        if len(body) < min_chars or _METAVAR.fullmatch(body) or is_placeholder(body, bare=False):
             return None
         return m.span("body")
 

@@ -348,6 +348,8 @@ def test_the_issue_examples_lose_their_secret(text: str, expected: str) -> None:
         "echo $PASSWORD | docker login --password-stdin",
         "primary_key = 'id'",
         "sort_key=lambda item: item.name",
+        "  --api-key API_KEY    the key to use",
+        "usage: twine upload [-p [PASSWORD]] dist/*",
     ],
 )
 def test_obvious_placeholders_and_code_survive(text: str) -> None:
