@@ -12,17 +12,27 @@ _PLACEHOLDERS = frozenset(
     | {"password", "passwd", "token", "placeholder", "example", "todo", "tbd", "n/a"}
     | {"str", "string", "bytes", "int", "number", "any", "unknown", "object", "secretstr"}
 )
+# Only obvious placeholders: a real password may start with `$`, hold braces, or begin
+# with "your" or "sample" (`$ecretPass99`, `{Kx8!mQ2#pL}`, `yourMum-Rocks-1999`).
 _PLACEHOLDER_SHAPE = re.compile(
     r"""
-      \$\S*                                  # $VAR, ${VAR}, $(command)
+      \$\{[^{}]*\}? | \$\(.*\)?                 # ${VAR}, $(command)
+    | \$(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)  # $VAR, $var; not $ecretPass99
     | %[A-Za-z_][A-Za-z0-9_]*%               # %VAR%
-    | \{.*\} | <.*> | \[REDACTED:[a-z-]+\]   # {{ template }}, <your-token>, our marker
-    | (?:your|example|sample|dummy|fake|placeholder|replace|insert|enter)(?:[-_ ]|(?-i:[A-Z])).*
+    | \{\{.*\}\} | \{%.*%\} | \{[A-Za-z_][\w.]*\}   # {{ template }}, {% tag %}, {name}
+    | <[A-Za-z][\w .-]*> | \[REDACTED:[a-z-]+\]  # <your-token>, our marker
+    | (?:your|example|sample|dummy|fake|placeholder|replace|insert|enter)
+      (?:[-_ ]|(?-i:[A-Z]))[A-Za-z_ -]*       # YOUR_API_KEY, your-secret-here: words only
     | [x*.•_ -]+                             # a mask: xxxx, ****, ••••
     | .*(?:\.\.\.|…).*                       # an elided value: sk-abc...
     | -?[0-9]{1,4}(?:\.[0-9]+)?              # a small number is a count, not a secret
     """,
-    re.VERBOSE | re.IGNORECASE | re.DOTALL,
+    re.VERBOSE | re.DOTALL,
+)
+_CASELESS_SHAPE = re.compile(
+    r"(?:your|example|sample|dummy|fake|placeholder|replace|insert|enter)[-_ ][A-Za-z_ -]*"
+    r"|x{3,}.*|[x*]+",
+    re.IGNORECASE | re.DOTALL,
 )
 _CODE_OBJECTS = frozenset(
     {"self", "this", "os", "process", "settings", "config", "cfg", "conf", "env", "environ"}
@@ -36,6 +46,8 @@ def is_placeholder(value: str, *, bare: bool) -> bool:
     """Whether a value is obviously not a secret; `bare` for an unquoted value in code."""
     text = value.strip()
     if not text or text.lower() in _PLACEHOLDERS or _PLACEHOLDER_SHAPE.fullmatch(text):
+        return True
+    if _CASELESS_SHAPE.fullmatch(text):
         return True
     if not bare:
         return False

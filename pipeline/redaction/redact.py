@@ -97,14 +97,21 @@ def _redact_member(key: object, value: object) -> tuple[object, object]:
     # Judge the redacted key without its markers, so a second pass judges it the same.
     if not is_secret_name(_MARKER.sub(" ", key)):
         return key, redact_value(value)
+    if isinstance(value, list):  # `{"password": ["…", "…"]}`: each item is a secret
+        return key, [_redact_secret(item) for item in value]
+    return key, _redact_secret(value)
+
+
+def _redact_secret(value: object) -> object:
+    """A value under a secret name: a string or number goes whole unless a placeholder."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return key, redact_value(value)
+        return redact_value(value)
     text = str(value)
     if is_placeholder(text, bare=False):
-        return key, value
+        return value
     matches = find_secrets(text)
     whole = len(matches) == 1 and (matches[0].start, matches[0].end) == (0, len(text))
-    return key, _marker(matches[0].kind if whole else "password-assignment")
+    return _marker(matches[0].kind if whole else "password-assignment")
 
 
 _MARKER = re.compile(r"\[REDACTED:[a-z-]+\]")

@@ -204,7 +204,7 @@ def test_overlapping_secrets_merge_into_one_marker(text: str, expected: str) -> 
         ),
         (["PASSWORD=hunter2x", 3], ["PASSWORD=[REDACTED:password-assignment]", 3]),
         ({"AKIAQ7W3E9R2T5Y8U1I4": 1}, {marker("aws-access-key"): 1}),
-        ({"token": ["a", "b"]}, {"token": ["a", "b"]}),
+        ({"token": ["Zx9vQ2rT", "$T"]}, {"token": [marker("password-assignment"), "$T"]}),
         (7, 7),
     ],
 )
@@ -235,6 +235,14 @@ def test_redacting_a_json_value_does_not_mutate_it() -> None:
         'password="' + "\\" * 1_000_000,
         "x-" * 500_000,
         "a" * 1_000_000 + "token=x",
+        "--password " * 90_000,
+        "1234567890:AA" * 75_000,
+        "1Q~" * 300_000,
+        "cookie: a=" * 100_000,
+        "&sig=" * 200_000,
+        "hf_" * 300_000,
+        "Authorization: " * 70_000,
+        '"password": ["a", ' * 50_000,
     ],
     ids=lambda text: repr(text[:12]),
 )
@@ -287,3 +295,62 @@ def test_json_corpus_round_trips_through_redact_value() -> None:
     assert isinstance(out, dict)
     for case, text in zip(POSITIVES, out["items"], strict=True):
         assert case.secret not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "postgresql://app:Xk9#mP2vLq7!@db/app",
+            "postgresql://app:[REDACTED:connection-string-password]@db/app",
+        ),
+        (
+            "redis://u:p@ss/w?rd@cache:6379",
+            "redis://u:[REDACTED:connection-string-password]@cache:6379",
+        ),
+        ("PASSWORD=p@ss&word123", "PASSWORD=[REDACTED:password-assignment]"),
+        ("DB_PASSWORD=$ecretPass99", "DB_PASSWORD=[REDACTED:password-assignment]"),
+        ("password: yourMum-Rocks-1999", "password: [REDACTED:password-assignment]"),
+        ('"password": "Sample-Pa55word!"', '"password": "[REDACTED:password-assignment]"'),
+        ("SMTP_PASSWORD={Kx8!mQ2#pL}", "SMTP_PASSWORD=[REDACTED:password-assignment]"),
+        ("PGPASSWORD=Zx9vQ2rT psql", "PGPASSWORD=[REDACTED:password-assignment] psql"),
+        ("REDISCLI_AUTH=Zx9vQ2rT", "REDISCLI_AUTH=[REDACTED:password-assignment]"),
+        ("authtoken: Zx9vQ2rTkL", "authtoken: [REDACTED:password-assignment]"),
+        ("MAILGUN_KEY=Zx9vQ2rT", "MAILGUN_KEY=[REDACTED:password-assignment]"),
+        ("API_KEY_2=Zx9vQ2rT", "API_KEY_2=[REDACTED:password-assignment]"),
+        ("mysql -uroot -pZx9vQ2rT shop", "mysql -uroot -p[REDACTED:cli-password] shop"),
+        ("curl -u bob:Zx9vQ2rT https://x", "curl -u bob:[REDACTED:cli-password] https://x"),
+        ("docker login -u bob -p Zx9vQ2rT", "docker login -u bob -p [REDACTED:cli-password]"),
+        ("uv publish --token Zx9vQ2rTkLm", "uv publish --token [REDACTED:cli-password]"),
+        ("vault login s.Zx9vQ2rTkLmN", "vault login [REDACTED:cli-password]"),
+        ("doctl auth init -t 0f9a2c7e1b8d", "doctl auth init -t [REDACTED:cli-password]"),
+    ],
+)
+def test_the_issue_examples_lose_their_secret(text: str, expected: str) -> None:
+    assert redact_secrets(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password: <your-token>",
+        "token: xxxxxxxxxxxxxxxx",
+        "PASSWORD=changeme",
+        "PASSWORD=${VAR}",
+        "PASSWORD=$VAR",
+        "policy = password_policy(min_length=12)",
+        "header = api_key_header",
+        "docker run -u 1000:1000 app",
+        "git push -u origin main",
+        "PWD=/home/dev/shop",
+        "mkdir -p build/out",
+        "curl --token-file ~/.tok https://x",
+        "echo $PASSWORD | docker login --password-stdin",
+        "primary_key = 'id'",
+        "sort_key=lambda item: item.name",
+        "  --api-key API_KEY    the key to use",
+        "usage: twine upload [-p [PASSWORD]] dist/*",
+    ],
+)
+def test_obvious_placeholders_and_code_survive(text: str) -> None:
+    assert redact_secrets(text) == text

@@ -133,6 +133,12 @@ _NOISE = st.sampled_from(
         "BEARER ",
     ]
     + ["sk-", "AIza", "eyJ", "://u:", "-----BEGIN RSA ", "XOXB-", "npm_", "rk_live_"]
+    + ["ya29.", "hf_", "xapp-", "whsec_", "pypi-AgE", "SG.", "hvs.", "dop_v1_", "shpat_", "dapi"]
+    + ["AGE-SECRET-KEY-1", "glpat-", "key-", "1Q~", "123456789:AA", "-----END EC PRIVATE KEY-----"]
+    + ["--password ", "--api-key=", "mysql -p", "docker login -p ", "vault login ", "-u a:"]
+    + ["machine h login u password ", "Authorization: Token ", "Cookie: ", "sessionid="]
+    + ["kind: Secret\ndata:\n  a: ", '"kind": "Secret", "data": {"a": "', "AccountKey=", "&sig="]
+    + ["https://", "@", "#", "?", "&", "PGPASSWORD=", "API_KEY_2=", "client-key-data: ", "auth: "]
 )
 _FRAGMENTS = st.one_of(_NOISE, st.sampled_from([p.text for p in POSITIVES]))
 _CASINGS: list[Callable[[str], str]] = [str, str.upper, str.lower, str.swapcase]

@@ -4,8 +4,9 @@ Order matters: private regions go first (a cut could separate `<private>` from i
 tag), then secrets are redacted, then oversized text fields are cut to head + tail around
 the pipeline's `<elided/>` marker until the encoded event fits MEMQ_MAX_EVENT_BYTES.
 A giant field (say a 100 MB tool output) is first narrowed to a window a little larger than
-any budget, so redaction scans ~1 MB, not 100 MB; the final cut lies at least _MARGIN
-characters inside that window, so a secret split by the window's edge never survives.
+any budget, so redaction scans ~1 MB, not 100 MB; after redacting, the _MARGIN characters
+at the window's inner edges are dropped, so a secret split by the window's edge never
+survives, whether or not the event is then cut again to fit.
 """
 
 from __future__ import annotations
@@ -48,10 +49,7 @@ def prepare_encoded(event: Event, max_bytes: int) -> tuple[Event, bytes]:
             continue
         value = strip_private_tags(value) if isinstance(value, str) else strip_private_value(value)
         if _larger_than(value, window_chars):
-            window = split_observation_field(value, window_chars)
-            windows[name] = replace(
-                window, head=redact_secrets(window.head), tail=redact_secrets(window.tail)
-            )
+            windows[name] = _redacted_window(split_observation_field(value, window_chars))
             changes[name] = windows[name].text
         else:
             changes[name] = redact_secrets(value) if isinstance(value, str) else redact_value(value)
@@ -61,6 +59,22 @@ def prepare_encoded(event: Event, max_bytes: int) -> tuple[Event, bytes]:
         prepared, raw = _fit(prepared, max_bytes, windows)
     decode_event(raw)  # what the workers could not decode is refused here, with the reason
     return prepared, raw
+
+
+def _redacted_window(window: TruncatedField) -> TruncatedField:
+    """Head and tail redacted, then without the _MARGIN characters at their inner edges."""
+    # A window's edge can cut a secret in two (a JWT, a private key without its BEGIN line)
+    # that no rule then recognises; the margins hold such halves and always go, even when
+    # redaction alone made the event small enough.
+    head = redact_secrets(window.head)
+    head = head[: max(0, len(head) - _MARGIN)]
+    tail = redact_secrets(window.tail)[_MARGIN:]
+    return TruncatedField(
+        head=head,
+        tail=tail,
+        elided_chars=window.original_size_chars - len(head) - len(tail),
+        original_size_chars=window.original_size_chars,
+    )
 
 
 def _fit(event: Event, max_bytes: int, windows: dict[str, TruncatedField]) -> tuple[Event, bytes]:

@@ -13,6 +13,8 @@ from typing import Any
 import msgspec
 
 from pipeline.content_hash import compute_observation_content_hash
+from pipeline.redaction.privacy import strip_private_tags
+from pipeline.redaction.redact import redact_secrets
 from worker.errors import WorkerError
 from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, WriteStore
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
@@ -164,7 +166,7 @@ async def _import_session(
         *(
             (f"{tag}prompt:{r['id']}", _at(r), _prompt(s, r, f"{tag}prompt:{r['id']}"))
             for r in prompts
-            if r["prompt_text"]
+            if _text(r["prompt_text"])
         ),
     ]
     seen = await store.processed_event_ids(s.memq_id, [event_id for event_id, _, _ in records])
@@ -229,13 +231,16 @@ def _list(value: object) -> list[str]:
         except ValueError:
             return [value]
         value = decoded
-    if isinstance(value, list):
-        return [str(v) for v in value if v is not None and str(v).strip()]
-    return [str(value)]
+    items = value if isinstance(value, list) else [value]
+    return [text for v in items if (text := _text(v)) is not None]
 
 
 def _text(value: object) -> str | None:
-    return str(value) if value is not None and str(value).strip() else None
+    """The value as the producer would have sent it: private regions gone, secrets redacted."""
+    if value is None:
+        return None
+    text = redact_secrets(strip_private_tags(str(value)))
+    return text if text.strip() else None
 
 
 def _observation(s: _Session, r: dict[str, Any]) -> ObservationRecord:
@@ -279,7 +284,7 @@ def _prompt(s: _Session, r: dict[str, Any], event_id: str) -> PromptRecord:
         memory_session_id=s.memq_id,
         project=s.project,
         prompt_number=int(r["prompt_number"] or 0),
-        prompt_text=str(r["prompt_text"]),
+        prompt_text=_text(r["prompt_text"]) or "",
         created_at=_at(r),
         event_id=event_id,
     )

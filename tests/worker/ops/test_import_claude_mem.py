@@ -191,3 +191,34 @@ def test_epoch_seconds_of_very_old_rows_are_read_as_seconds() -> None:
     assert _at({"created_at_epoch": 1_700_000_000_000}) == datetime(
         2023, 11, 14, 22, 13, 20, tzinfo=UTC
     )
+
+
+async def test_imported_text_is_redacted_and_stripped_as_the_producer_would(
+    tmp_path: Path, store: SqliteStore
+) -> None:
+    token = "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5"
+    db = ClaudeMemDb(tmp_path / "claude-mem.db")
+    db.session("cc-9", "sdk-9", "shop", T1)
+    db.observation(
+        "sdk-9",
+        "shop",
+        T1 + 1000,
+        title="Deploy key rotated",
+        narrative=f"The CI used {token} <private>staging host 10.0.0.7</private>until now.",
+        facts=["DB_PASSWORD=Zx9vQ2rT7kLm in .env"],
+    )
+    db.summary("sdk-9", "shop", T1 + 2000, request=f"rotate {token}", completed="done")
+    db.prompt("cc-9", 1, f"push with {token}<private> and my notes</private>", T1)
+    db.prompt("cc-9", 2, "<private>only private</private>", T1 + 10)
+    db.close()
+
+    counts = await import_claude_mem(store, db.path)
+    assert (counts.observations, counts.summaries, counts.prompts) == (1, 1, 1)
+    timeline = await store.timeline("cc-9")
+    prompt, observation, summary = timeline
+    assert prompt.prompt_text == "push with [REDACTED:github-token]"
+    assert observation.row is not None
+    assert observation.row.narrative == "The CI used [REDACTED:github-token] until now."
+    assert observation.row.facts == ["DB_PASSWORD=[REDACTED:password-assignment] in .env"]
+    assert summary.row is not None
+    assert summary.row.request == "rotate [REDACTED:github-token]"
