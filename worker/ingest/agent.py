@@ -14,6 +14,7 @@ import contextlib
 import hmac
 import ipaddress
 import logging
+import signal
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 
@@ -151,20 +152,15 @@ def _line(status: int, message: str) -> Response:
 
 
 class _AgentServer(uvicorn.Server):
-    """uvicorn that says when it listens; embedded (`memq up`, a test), without signal handlers."""
+    """uvicorn that says when it listens, without signal handlers: run_agent handles them."""
 
-    def __init__(self, config: uvicorn.Config, *, embedded: bool) -> None:
+    def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
-        self.embedded = embedded
         self.listening = asyncio.Event()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        if self.embedded:
-            yield
-            return
-        with super().capture_signals():
-            yield
+        yield
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -187,7 +183,11 @@ async def run_agent(
     config = uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
     )
-    server = _AgentServer(config, embedded=stop is not None)
+    server = _AgentServer(config)
+    if stop is None:  # on its own: SIGINT/SIGTERM stop it, and it exits 0 once drained
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     url = f"http://{shown}:{bound_port}{HOOK_PATH}"
@@ -211,9 +211,7 @@ async def _announce(
         on_listening(url)
 
 
-async def _watch(server: uvicorn.Server, stop: asyncio.Event | None) -> None:
-    if stop is None:
-        return
+async def _watch(server: uvicorn.Server, stop: asyncio.Event) -> None:
     await stop.wait()
     server.should_exit = True
 

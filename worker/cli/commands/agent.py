@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 import typer
@@ -28,7 +27,10 @@ def agent(
 
     settings = settings_from_environment()
     configure_logging(settings.log_format)
+    import uvloop
+
     from worker.ingest.agent import run_agent
 
     chosen_port = settings.agent_port if port is None else port
-    asyncio.run(run_agent(settings, host=host or settings.agent_host, port=chosen_port))
+    # uvloop: the endpoint is all sockets, and its answers are what the agent waits on.
+    uvloop.run(run_agent(settings, host=host or settings.agent_host, port=chosen_port))
