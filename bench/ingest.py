@@ -251,10 +251,17 @@ def main() -> None:
             f"p50 {percentile(times, 50) * 1000:.0f} ms, p99 {percentile(times, 99) * 1000:.0f} ms"
             f" (CPU p50 {percentile(cpu, 50) * 1000:.0f} ms) |"
         )
+    n, rate = len(http.hook), options.http_rate
     print(
-        f"| HTTP hook request (`memq agent`), {len(http)} at {options.http_rate:g}/s | 1 | "
-        f"new connection each, Redis up; {landed} of {len(http)} events in Redis | "
-        f"p50 {percentile(http, 50) * 1000:.1f} ms, p99 {percentile(http, 99) * 1000:.1f} ms |"
+        f"| HTTP hook request (`memq agent`), {n} at {rate:g}/s | 1 | new connection each, "
+        f"Redis up; {landed} of {n} events in Redis | p50 {percentile(http.hook, 50) * 1000:.1f}"
+        f" ms, p99 {percentile(http.hook, 99) * 1000:.1f} ms (agent CPU "
+        f"{http.cpu_ms_per_request:.2f} ms per request) |"
+    )
+    print(
+        f"| `GET /healthz` of the same agent, {n} at {rate:g}/s | 1 | does nothing: what the "
+        f"machine and HTTP add | p50 {percentile(http.baseline, 50) * 1000:.1f} ms, "
+        f"p99 {percentile(http.baseline, 99) * 1000:.1f} ms |"
     )
 
 
