@@ -37,6 +37,7 @@ HOOK_PATH = "/hooks/claude-code"
 MIN_TOKEN_CHARS = 16
 # SessionStart reads the store for the context: past this the session starts without it.
 SESSION_START_BUDGET_S = 2.0
+_INLINE_BYTES = 256 * 1024  # larger hook inputs are prepared in a thread
 
 
 class AgentListenError(WorkerError):
@@ -88,7 +89,10 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         except ClientDisconnect:
             return _line(400, "the client went away before sending the whole hook input")
         try:
-            hook_input = read_hook_input(raw, settings, default_cwd="")
+            if len(raw) > _INLINE_BYTES:  # redacting megabytes would hold up every other request
+                hook_input = await asyncio.to_thread(read_hook_input, raw, settings, default_cwd="")
+            else:
+                hook_input = read_hook_input(raw, settings, default_cwd="")
         except (HookPayloadError, PipelineError) as e:
             logger.warning("hook input refused: %s", e)
             return _line(400, str(e))

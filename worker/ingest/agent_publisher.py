@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-QUEUE_BATCHES = 2000  # hook requests waiting to be published; past it they are spooled
+# Hook requests waiting to be published (each ≤ MEMQ_MAX_EVENT_BYTES, mostly a few KB);
+# past it they are spooled. At 200 requests/s, over 2 s of a slow Redis.
+QUEUE_BATCHES = 500
 RETRY_S = 0.5  # while events wait in the spool, how often a flush is tried
 _BATCH_EVENTS = 200  # events one pipelined publish carries at most
 _DRAIN_S = 2.0  # on shutdown, how long queued events may still go to Redis
