@@ -1,8 +1,9 @@
-"""Ingest benchmark: publish throughput (1 and 4 producers) and `memq hook claude-code` wall time.
+"""Ingest benchmark: publish throughput (1 and 4 producers) and both Claude Code hooks' latency.
 
 Run from the repository root: `.venv/bin/python bench/ingest.py` (about a minute; `--help`
 for a hook-only run). It starts its own redis-server on a free loopback port and prints a
-markdown table with the machine.
+markdown table with the machine: the command hook's process wall time beside the HTTP
+hook's request time (`memq agent`) at MEMQ-like load (200 requests a second).
 """
 
 from __future__ import annotations
@@ -29,14 +30,19 @@ import redis.asyncio as aioredis
 
 import worker.ingest.producer as producer_module
 from bench.common import CpuMeter, machine, percentile, private_redis
+from bench.http_hook import http_hook_times
 from pipeline.events import Event, ToolCall, encode_event
 from worker.ingest.producer import Producer, prepare_event
+from worker.keys import Keys
 from worker.settings import Settings
 
 SESSIONS = 50
 PIPELINED_EVENTS = 4000
 ONE_BY_ONE_EVENTS = 1500
 HOOK_RUNS = 100
+HTTP_RATE = 200  # hook requests a second
+HTTP_SECONDS = 5.0
+HOOK_SESSION = "bench-hook-session"
 _OUTPUT_LINE = "tests/test_cart.py::test_discount_{i}_{j} PASSED in 0.{j:02d}s (cart total 90.00)\n"
 
 
@@ -172,7 +178,7 @@ def hook_times(
 
 def post_tool_use(i: int) -> str:
     return json.dumps({
-        "session_id": "bench-hook-session",
+        "session_id": HOOK_SESSION,
         "transcript_path": "/nonexistent/transcript.jsonl",
         "cwd": "/home/dev/shop",
         "hook_event_name": "PostToolUse",
@@ -192,6 +198,12 @@ def main() -> None:
         type=int,
         default=HOOK_RUNS,
         help=f"Hook processes timed (default {HOOK_RUNS}).",
+    )
+    parser.add_argument(
+        "--http-rate", type=float, default=HTTP_RATE, help=f"HTTP hook requests/s ({HTTP_RATE})."
+    )
+    parser.add_argument(
+        "--http-seconds", type=float, default=HTTP_SECONDS, help=f"HTTP load ({HTTP_SECONDS} s)."
     )
     options = parser.parse_args()
     meter = CpuMeter()
@@ -216,6 +228,15 @@ def main() -> None:
         runs = options.hook_runs
         hook = hook_times(server.url, Path(tmp) / "hook", runs, post_tool_use)
         bare = hook_times(server.url, Path(tmp) / "hook", runs, post_tool_use, no_site=True)
+        before = asyncio.run(_stream_length(server.url))
+        http = http_hook_times(
+            server.url,
+            Path(tmp) / "agent",
+            rate=options.http_rate,
+            seconds=options.http_seconds,
+            payload=post_tool_use,
+        )
+        landed = asyncio.run(_stream_length(server.url)) - before - 20  # 20 warm-up requests
     print(f"Machine: {machine()}; {meter.report()}\n")
     print("| measurement | producers | path | result |")
     print("|---|---|---|---|")
@@ -230,6 +251,26 @@ def main() -> None:
             f"p50 {percentile(times, 50) * 1000:.0f} ms, p99 {percentile(times, 99) * 1000:.0f} ms"
             f" (CPU p50 {percentile(cpu, 50) * 1000:.0f} ms) |"
         )
+    n, rate = len(http.hook), options.http_rate
+    print(
+        f"| HTTP hook request (`memq agent`), {n} at {rate:g}/s | 1 | new connection each, "
+        f"Redis up; {landed} of {n} events in Redis | p50 {percentile(http.hook, 50) * 1000:.1f}"
+        f" ms, p99 {percentile(http.hook, 99) * 1000:.1f} ms (agent CPU "
+        f"{http.cpu_ms_per_request:.2f} ms per request) |"
+    )
+    print(
+        f"| `GET /healthz` of the same agent, {n} at {rate:g}/s | 1 | does nothing: what the "
+        f"machine and HTTP add | p50 {percentile(http.baseline, 50) * 1000:.1f} ms, "
+        f"p99 {percentile(http.baseline, 99) * 1000:.1f} ms |"
+    )
+
+
+async def _stream_length(url: str) -> int:
+    client = aioredis.Redis.from_url(url)
+    try:
+        return int(await client.xlen(Keys("bench").events(HOOK_SESSION)))
+    finally:
+        await client.aclose()
 
 
 if __name__ == "__main__":

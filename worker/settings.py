@@ -113,6 +113,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     ui_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765  # `memq ui` and `memq up`
     ui_token: Secret | None = None  # required off loopback; Bearer header or ?token=
     ui_max_streams: PositiveInt = 64  # open live-feed (SSE) connections; past it a 503
+    # the HTTP hook endpoint (`memq agent`, part of `memq up`)
+    agent_host: str = "127.0.0.1"  # anything but loopback needs agent_token
+    agent_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8766
+    agent_token: Secret | None = None  # when set, every hook request needs `Bearer <token>`
+    agent_max_body_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 16 * 1024 * 1024
     telegram_token: Secret | None = None  # the bot's token from @BotFather
     telegram_api_url: str = "https://api.telegram.org"  # `/bot<token>/` is appended
     telegram_chat_ids: str = ""  # comma-separated allow-list; no other chat is ever messaged

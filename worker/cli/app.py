@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from worker.cli.commands import agent as agent_command
 from worker.cli.commands import dlq, mcp, modes, prompt, publish, read, spool
 from worker.cli.commands import redis as redis_command
 from worker.cli.commands import reindex as reindex_command
@@ -38,6 +39,7 @@ worker_command.register(app)
 read.register(app)
 dlq.register(app)
 mcp.register(app)
+agent_command.register(app)
 
 
 def main() -> None:

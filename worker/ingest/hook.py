@@ -10,23 +10,21 @@ does not answer within MEMQ_HOOK_REDIS_TIMEOUT_MS the event waits in the spool.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from pipeline.errors import PipelineError
 from pipeline.events import Event
 from worker.errors import ConfigError, RedisUnavailableError
-from worker.ingest.claude_code import HookPayloadError, decode_payload, events_from_payload
-from worker.ingest.producer import PublishRefusedError, SyncProducer, prepare_event
+from worker.ingest.claude_code import HookPayloadError
+from worker.ingest.hook_input import SESSION_START, read_hook_input
+from worker.ingest.producer import PublishRefusedError, SyncProducer
 from worker.ingest.spool import Spool
 from worker.private_files import tighten_data_dir
-from worker.project import resolve_project
 from worker.settings import Settings, settings_from_environment
 
 if TYPE_CHECKING:
@@ -98,19 +96,16 @@ def run_claude_code_hook(
 def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
     settings = settings_from_environment(environ)
     tighten_data_dir(settings.data_path)
-    payload = decode_payload(raw)
-    project = resolve_project(payload.cwd or os.getcwd(), settings.project)
-    events = events_from_payload(
-        payload, project=project, host=socket.gethostname(), now=datetime.now(UTC)
-    )
-    if payload.hook_event_name == "SessionStart":
+    hook_input = read_hook_input(raw, settings, default_cwd=os.getcwd())
+    if hook_input.payload.hook_event_name == SESSION_START:
         from worker.search.context import session_start_output
 
         # The one output on stdout: Claude Code injects it as the new session's context.
-        sys.stdout.write(session_start_output(settings, project, deadline - time.monotonic()))
-    if events:
+        out = session_start_output(settings, hook_input.project, deadline - time.monotonic())
+        sys.stdout.write(out)
+    if hook_input.events:
         in_flight.spool = Spool.from_settings(settings)
-        in_flight.events = [prepare_event(e, settings) for e in events]
+        in_flight.events = hook_input.events
         _deliver(in_flight.events, settings, deadline, in_flight.spool)
         in_flight.events = ()
 

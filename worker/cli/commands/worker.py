@@ -158,7 +158,7 @@ def supervise(
 
 def up() -> None:
     """Everything on one machine with embedded defaults: managed redis-server, SQLite, a worker,
-    and the web UI on MEMQ_UI_HOST:MEMQ_UI_PORT.
+    the web UI on MEMQ_UI_HOST:MEMQ_UI_PORT and the HTTP hook endpoint on MEMQ_AGENT_PORT.
     """
     import logging
     import sys
@@ -180,16 +180,31 @@ def up() -> None:
             except WorkerError as e:  # the UI failing never stops storage (DESIGN invariant 6)
                 logging.getLogger(__name__).error("web UI not running: %s", e)
 
-        ui_task = asyncio.create_task(ui())
+        async def agent() -> None:
+            from worker.ingest.agent import run_agent
+
+            try:
+                await run_agent(
+                    settings, host=settings.agent_host, port=settings.agent_port, stop=stop
+                )
+            except WorkerError as e:  # hooks fall back to the command hook's path
+                logging.getLogger(__name__).error("HTTP hook endpoint not running: %s", e)
+
+        side_tasks = [asyncio.create_task(ui()), asyncio.create_task(agent())]
         try:
             await run_worker(settings, burst=False, concurrency=None)
         finally:
             stop.set()
-            await ui_task
+            await asyncio.gather(*side_tasks)
 
     settings = settings_from_environment()
     configure_logging(settings.log_format)
     check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
+    from worker.ingest.agent import check_agent_bind
+
+    check_agent_bind(
+        settings.agent_host, settings.agent_token.reveal() if settings.agent_token else None
+    )
     where = (
         describe_url(settings.redis_url)  # never its password in a terminal or a log
         if settings.redis_url

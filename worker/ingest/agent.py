@@ -1,0 +1,233 @@
+"""`memq agent`: Claude Code's HTTP hook endpoint; a long-lived process instead of one per call.
+
+`POST /hooks/claude-code` takes the JSON a command hook reads on stdin and answers what it
+would print (SessionStart: the project's context; otherwise an empty 200). Events are
+prepared like the command hook's and handed to `AgentPublisher`, so the answer never waits
+for Redis. Loopback only unless MEMQ_AGENT_TOKEN is set; bodies past
+MEMQ_AGENT_MAX_BODY_BYTES get a 413.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import logging
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from pipeline.errors import PipelineError
+from worker.errors import ConfigError, WorkerError
+from worker.ingest.agent_publisher import AgentPublisher
+from worker.ingest.claude_code import HookPayloadError
+from worker.ingest.hook_input import SESSION_START, read_hook_input
+from worker.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+HOOK_PATH = "/hooks/claude-code"
+MIN_TOKEN_CHARS = 16
+# SessionStart reads the store for the context: past this the session starts without it.
+SESSION_START_BUDGET_S = 2.0
+_INLINE_BYTES = 256 * 1024  # larger hook inputs are prepared in a thread
+
+
+class AgentListenError(WorkerError):
+    """The agent's address could not be bound."""
+
+
+class _BodyTooLargeError(Exception):
+    pass
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1, with or without [])."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_agent_bind(host: str, token: str | None) -> None:
+    """ConfigError when the agent would listen beyond loopback without a long MEMQ_AGENT_TOKEN."""
+    if is_loopback(host):
+        return
+    if not token or len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"refusing to take hook events on {host} without a MEMQ_AGENT_TOKEN of at least"
+            f" {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`): set one, or bind"
+            " 127.0.0.1"
+        )
+
+
+def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
+    """The endpoint's Starlette app; the publisher's tasks run for the app's lifespan."""
+    token = settings.agent_token.reveal().encode() if settings.agent_token else None
+    expected = b"Bearer " + token if token else None
+
+    async def claude_code(request: Request) -> Response:
+        refusal = _refusal(request, expected)
+        if refusal is not None:
+            return refusal
+        try:
+            raw = await _read_body(request, settings.agent_max_body_bytes)
+        except _BodyTooLargeError:
+            return _line(
+                413,
+                f"hook input larger than MEMQ_AGENT_MAX_BODY_BYTES={settings.agent_max_body_bytes}",
+            )
+        except ClientDisconnect:
+            return _line(400, "the client went away before sending the whole hook input")
+        try:
+            if len(raw) > _INLINE_BYTES:  # redacting megabytes would hold up every other request
+                hook_input = await asyncio.to_thread(read_hook_input, raw, settings, default_cwd="")
+            else:
+                hook_input = read_hook_input(raw, settings, default_cwd="")
+        except (HookPayloadError, PipelineError) as e:
+            logger.warning("hook input refused: %s", e)
+            return _line(400, str(e))
+        output = ""
+        if hook_input.payload.hook_event_name == SESSION_START:
+            from worker.search.context import session_start_output
+
+            # It runs its own event loop (the command hook has none): so, a thread.
+            output = await asyncio.to_thread(
+                session_start_output, settings, hook_input.project, SESSION_START_BUDGET_S
+            )
+        if hook_input.events:
+            await publisher.submit(hook_input.events)
+        return Response(output, media_type="application/json")
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await publisher.start()
+        try:
+            yield
+        finally:
+            await publisher.aclose()
+
+    return Starlette(
+        routes=[Route(HOOK_PATH, claude_code, methods=["POST"]), Route("/healthz", healthz)],
+        lifespan=lifespan,
+    )
+
+
+def _refusal(request: Request, expected: bytes | None) -> Response | None:
+    # Without a token the endpoint listens on loopback only (check_agent_bind).
+    if expected is None:
+        return None
+    given = request.headers.get("authorization", "").encode()
+    if not hmac.compare_digest(given, expected):
+        return _line(401, "missing or wrong `Authorization: Bearer` token (MEMQ_AGENT_TOKEN)")
+    return None
+
+
+async def _read_body(request: Request, cap: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        raise _BodyTooLargeError
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            raise _BodyTooLargeError
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _line(status: int, message: str) -> Response:
+    return PlainTextResponse(f"memq agent: {' '.join(message.split())}\n", status_code=status)
+
+
+class _AgentServer(uvicorn.Server):
+    """uvicorn that says when it listens, without signal handlers: run_agent handles them."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()
+
+
+async def run_agent(
+    settings: Settings,
+    *,
+    host: str,
+    port: int,
+    stop: asyncio.Event | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve hook requests until SIGINT/SIGTERM, or, when `stop` is given, until it is set."""
+    check_agent_bind(host, settings.agent_token.reveal() if settings.agent_token else None)
+    sock = _listen(host, port)
+    app = build_agent_app(settings, AgentPublisher(settings))
+    config = uvicorn.Config(
+        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    )
+    server = _AgentServer(config)
+    if stop is None:  # on its own: SIGINT/SIGTERM stop it, and it exits 0 once drained
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    url = f"http://{shown}:{bound_port}{HOOK_PATH}"
+    watcher = asyncio.create_task(_watch(server, stop))
+    announcer = asyncio.create_task(_announce(server, url, on_listening))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        for task in (watcher, announcer):
+            task.cancel()
+        await asyncio.gather(watcher, announcer, return_exceptions=True)
+        sock.close()
+
+
+async def _announce(
+    server: _AgentServer, url: str, on_listening: Callable[[str], None] | None
+) -> None:
+    await server.listening.wait()
+    logger.info("taking Claude Code hook events on %s", url, extra={"url": url})
+    if on_listening is not None:
+        on_listening(url)
+
+
+async def _watch(server: uvicorn.Server, stop: asyncio.Event) -> None:
+    await stop.wait()
+    server.should_exit = True
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(1024)
+    except OSError as e:
+        if sock is not None:
+            sock.close()
+        raise AgentListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
+    return sock

@@ -1,0 +1,167 @@
+"""The HTTP hook's publishing side: a bounded queue a background task empties into Redis.
+
+A hook request only queues its prepared events (or, while Redis is away or the queue is
+full, appends them to the spool), so its answer never waits for Redis. The task publishes
+over one persistent redis-py client; a failed publish spools the batch and everything
+queued behind it, and from then on requests spool directly until a flush of the spool
+(the same spool and flush as the command hook's) empties it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pipeline.events import Event
+from worker.errors import ConfigError, RedisUnavailableError
+from worker.ingest.producer import Producer, PublishRefusedError, SyncProducer
+from worker.ingest.spool import Spool
+from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.ingest.spool import FlushResult
+
+logger = logging.getLogger(__name__)
+
+# Hook requests waiting to be published (each ≤ MEMQ_MAX_EVENT_BYTES, mostly a few KB);
+# past it they are spooled. At 200 requests/s, over 2 s of a slow Redis.
+QUEUE_BATCHES = 500
+RETRY_S = 0.5  # while events wait in the spool, how often a flush is tried
+_BATCH_EVENTS = 200  # events one pipelined publish carries at most
+_DRAIN_S = 2.0  # on shutdown, how long queued events may still go to Redis
+_BEHIND_SPOOL = "older events wait in the spool"
+
+
+class AgentPublisher:
+    """Queues hook events for a background publisher; spools what Redis cannot take now."""
+
+    def __init__(self, settings: Settings, *, queue_batches: int = QUEUE_BATCHES) -> None:
+        self.settings = settings
+        self.spool = Spool.from_settings(settings)
+        self._queue: asyncio.Queue[Sequence[Event]] = asyncio.Queue(queue_batches)
+        self._producer: Producer | None = None
+        self._spooling = self.spool.pending()  # older events first: they are flushed before
+        self._tasks: list[asyncio.Task[None]] = []
+        self._appending = 0  # spool appends under way (in threads)
+        self._append_order = asyncio.Lock()  # FIFO: appends land in the order they were asked
+
+    async def start(self) -> None:
+        """Start the publishing and spool-flushing tasks."""
+        self._tasks = [
+            asyncio.create_task(self._publish_forever()),
+            asyncio.create_task(self._flush_forever()),
+        ]
+
+    async def submit(self, events: Sequence[Event]) -> None:
+        """Queue the events, or spool them; never waits for Redis."""
+        if not self._spooling:
+            try:
+                self._queue.put_nowait(events)
+                return
+            except asyncio.QueueFull:
+                await self._spool(events, f"{self._queue.maxsize} hook requests wait to publish")
+                return
+        await self._spool(events, _BEHIND_SPOOL)
+
+    async def aclose(self) -> None:
+        """Publish what is queued (briefly), spool the rest, stop the tasks, close Redis."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), _DRAIN_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        left = self._take_queued()
+        if left:
+            await self._spool(left, "memq agent stopping")
+        if self._producer is not None:
+            await self._producer.aclose()
+            self._producer = None
+
+    async def _publish_forever(self) -> None:
+        while True:
+            batch = list(await self._queue.get())
+            taken = 1
+            while len(batch) < _BATCH_EVENTS and not self._queue.empty():
+                batch.extend(self._queue.get_nowait())
+                taken += 1
+            try:
+                await self._publish(batch)
+            except asyncio.CancelledError:
+                # Perhaps published already: a flush skips an event id it has seen.
+                await asyncio.shield(self._spool(batch, "memq agent stopping"))
+                raise
+            finally:
+                for _ in range(taken):
+                    self._queue.task_done()
+
+    async def _publish(self, batch: list[Event]) -> None:
+        if self._spooling:  # behind events already spooled, so the order holds
+            await self._spool(batch, _BEHIND_SPOOL)
+            return
+        try:
+            producer = await self._connect()
+            await producer.publish_many(batch)
+        except PublishRefusedError as e:
+            refused = [ev for ev, r in zip(batch, e.results, strict=True) if r.status == "refused"]
+            self._spooling = True
+            await self._spool(refused, str(e))
+        except (RedisUnavailableError, ConfigError) as e:
+            self._spooling = True
+            await self._spool(batch + self._take_queued(), f"Redis unavailable ({e})")
+
+    async def _connect(self) -> Producer:
+        if self._producer is None:
+            self._producer = await Producer.connect(
+                self.settings, timeout_ms=self.settings.hook_redis_timeout_ms
+            )
+        return self._producer
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(RETRY_S)
+            if self._spooling or self.spool.pending():
+                self._spooling = True
+                result = await asyncio.to_thread(self._flush)
+                done = result is not None and not result.stopped
+                if done and not self._appending and not self.spool.pending():
+                    self._spooling = False
+                    logger.info("spool empty: publishing hook events straight to Redis again")
+
+    def _flush(self) -> FlushResult | None:
+        try:
+            with SyncProducer.connect(
+                self.settings, timeout_ms=self.settings.hook_redis_timeout_ms
+            ) as producer:
+                result = self.spool.flush(producer)
+        except (RedisUnavailableError, ConfigError) as e:
+            logger.debug("spool not flushed: %s", e)
+            return None
+        if result is not None and result.published:
+            logger.info("published %d spooled event(s)", result.published)
+        if result is not None and result.refused:
+            logger.warning("%s; %d event(s) stay spooled", result.refused, result.remaining)
+        return result
+
+    def _take_queued(self) -> list[Event]:
+        events: list[Event] = []
+        while not self._queue.empty():
+            events.extend(self._queue.get_nowait())
+            self._queue.task_done()
+        return events
+
+    async def _spool(self, events: Sequence[Event], reason: str) -> None:
+        if not events:
+            return
+        self._appending += 1
+        try:
+            async with self._append_order:
+                # An append fsyncs: off the event loop, so other requests are answered meanwhile.
+                kept = await asyncio.to_thread(self.spool.append, events)
+        finally:
+            self._appending -= 1
+        # Every request spools while Redis is away: one line per event would flood the log.
+        level = logging.DEBUG if reason == _BEHIND_SPOOL else logging.WARNING
+        logger.log(level, "%s: %d event(s) spooled in %s", reason, kept, self.spool.path)
