@@ -183,7 +183,11 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
     the whole session is a backlog read MEMQ_BATCH_MAX_EVENTS entries at a time.
     """
     s = settings
-    pace = f"live pace, due by need (wait <= {s.batch_max_wait_s:g} s)" if live else "backlog"
+    pace = "backlog"
+    if live:
+        pace = f"live pace, due by need (wait <= {s.batch_max_wait_s:g} s)"
+        if not s.batch_max_wait_s:
+            pace = "live pace, a turn as soon as a call arrives"
     history = f", last {s.history_turns} raw turns" if s.history_turns else ""
     scheme = Scheme(name=f"memq: {pace}, batches of up to {s.batch_max_events}{history}")
     session = events[0].memory_session_id
@@ -328,6 +332,8 @@ def main() -> None:
         schemes = [original(events, mode, replies_kept=1, cached=False)]
         schemes.append(memq(events, mode, base, live=False, min_cache_chars=min_cache_chars))
         schemes.append(memq(events, mode, base, live=True, min_cache_chars=min_cache_chars))
+        each = msgspec.structs.replace(base, batch_max_wait_s=0.0)  # a turn per call, as before
+        schemes.append(memq(events, mode, each, live=True, min_cache_chars=min_cache_chars))
         history = msgspec.structs.replace(base, history_turns=4, history_chars=40_000)
         schemes.append(memq(events, mode, history, live=True, min_cache_chars=min_cache_chars))
         report(corpus, schemes, events, mode, framed)

@@ -10,6 +10,7 @@ import pytest
 from arq.connections import ArqRedis
 
 from pipeline.mode_files import load_mode
+from pipeline.prompts import RECORDED_ELEMENT
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dropped_rows,
@@ -77,10 +78,11 @@ async def test_lost_observer_state_continues_with_the_continuation_prompt(
     assert MODE.continuation_greeting not in first.system
     assert MODE.continuation_greeting in second.system
     assert "<memory_session_id>s1</memory_session_id>" in second.system
-    assert message_texts(second.messages, "assistant") == []  # the old history is gone
-    # The session goes on from the new conversation.
+    assert message_texts(second.messages, "assistant") == []
+    assert f"<{RECORDED_ELEMENT}>" not in second.user  # what the lost state recorded is gone
+    # The session goes on from the new conversation, with what it recorded since.
     assert third.system == second.system
-    assert len(message_texts(third.messages, "assistant")) == 1
+    assert "- discovery: " in third.user
     assert len(await observations(settings, "s1")) == 3
 
 
