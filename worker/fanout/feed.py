@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -14,30 +13,14 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.backoff import backoff_s
+from worker.fanout.feed_items import FeedItem, Handler, decode_entry, parse_feed_id
 from worker.keys import Keys
-from worker.storage.records import StoredRow
+from worker.replies import as_text
 
 logger = logging.getLogger(__name__)
 
-_ROW = msgspec.json.Decoder(StoredRow)
 _ORIGIN = "0-0"
 _PERSIST_GIVE_UP_S = 10.0
-
-
-class FeedItem(msgspec.Struct, frozen=True, kw_only=True):
-    """One feed entry: its stream id, the announced row and the payload as announced."""
-
-    feed_id: str
-    row: StoredRow
-    payload: bytes
-
-    @property
-    def key(self) -> str:
-        """The row's identity (`kind:id`), the same however often it was announced."""
-        return f"{self.row.kind}:{self.row.id}"
-
-
-Handler = Callable[[FeedItem], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -49,23 +32,6 @@ class ConsumerStats:
     failed: int = 0
     malformed: int = 0
     gaps: int = 0
-
-
-def parse_feed_id(feed_id: str) -> tuple[int, int]:
-    """`"1700000000000-3"` as `(1700000000000, 3)`; ValueError when it is not a stream id."""
-    ms, _, seq = feed_id.partition("-")
-    if not ms.isdigit() or not seq.isdigit():
-        raise ValueError(f"not a stream id: {feed_id!r}")
-    return int(ms), int(seq)
-
-
-def decode_entry(feed_id: str, fields: dict[Any, Any]) -> FeedItem:
-    """A raw feed entry as a FeedItem; msgspec.DecodeError or KeyError when malformed."""
-    raw = fields.get(b"payload", fields.get("payload"))
-    if raw is None:
-        raise KeyError("payload")
-    payload = raw if isinstance(raw, bytes) else str(raw).encode()
-    return FeedItem(feed_id=feed_id, row=_ROW.decode(payload), payload=payload)
 
 
 class FanoutConsumer:
@@ -154,9 +120,9 @@ class FanoutConsumer:
         cursor: str | None = None
         if self.name is not None:
             stored = await self.redis.get(self.keys.fanout_cursor(self.name))
-            cursor = None if stored is None else _text(stored)
+            cursor = None if stored is None else as_text(stored)
             seen = await self.redis.zrange(self.keys.fanout_seen(self.name), 0, -1)
-            self._seen = dict.fromkeys(_text(k) for k in seen)
+            self._seen = dict.fromkeys(as_text(k) for k in seen)
         if cursor is None:
             cursor = await self._start_cursor()
             if self.name is not None:
@@ -171,7 +137,7 @@ class FanoutConsumer:
         if self.start == "beginning":
             return _ORIGIN
         last = await self.redis.xrevrange(self.keys.feed, count=1)
-        return _text(last[0][0]) if last else _ORIGIN
+        return as_text(last[0][0]) if last else _ORIGIN
 
     async def _check_gap(self, cursor: str) -> None:
         # The feed is trimmed from its head: while the cursor's own entry is there, nothing
@@ -179,12 +145,12 @@ class FanoutConsumer:
         if cursor == _ORIGIN or await self.redis.xrange(self.keys.feed, cursor, cursor):
             return
         first = await self.redis.xrange(self.keys.feed, count=1)
-        if first and parse_feed_id(_text(first[0][0])) > parse_feed_id(cursor):
+        if first and parse_feed_id(as_text(first[0][0])) > parse_feed_id(cursor):
             self.stats.gaps += 1
             logger.error(
                 "the feed was trimmed past this consumer's cursor: rows after it may never"
                 " have been delivered (raise MEMQ_FEED_MAXLEN or restart the consumer sooner)",
-                extra=self._log(cursor=cursor, first_kept=_text(first[0][0])),
+                extra=self._log(cursor=cursor, first_kept=as_text(first[0][0])),
             )
 
     async def _pump(self) -> int:
@@ -197,7 +163,7 @@ class FanoutConsumer:
         for raw_id, fields in entries:
             if self._stopping.is_set():
                 break
-            await self._deliver(_text(raw_id), fields)
+            await self._deliver(as_text(raw_id), fields)
         return len(entries)
 
     async def _deliver(self, feed_id: str, fields: dict[Any, Any]) -> None:
@@ -315,7 +281,3 @@ class FanoutConsumer:
 
 class _Stopped(Exception):
     """Raised inside `run` when stop() interrupts a wait."""
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

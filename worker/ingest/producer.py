@@ -22,6 +22,7 @@ from worker.ingest.prepare import prepare_encoded
 from worker.ingest.sync_redis import SyncRedis, connect_sync
 from worker.keys import Keys
 from worker.queue.scheduling import PUBLISH_LUA, Scheduler, publish_args
+from worker.replies import as_text
 from worker.settings import Settings
 
 if TYPE_CHECKING:
@@ -222,7 +223,7 @@ def _chunks(events: Iterable[Event], settings: Settings) -> Iterable[list[tuple[
 
 def _result(event: Event, status: int | bytes, stream_id: bytes | str) -> PublishResult:
     code = int(status)
-    sid = stream_id.decode() if isinstance(stream_id, bytes) else stream_id
+    sid = as_text(stream_id)
     return PublishResult(
         event_id=event.event_id,
         memory_session_id=event.memory_session_id,

@@ -24,6 +24,7 @@ import msgspec
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event, encode_event
 from worker.ingest.producer import PublishRefusedError, PublishResult
+from worker.ingest.spool_io import count_lines, fsync_dir, size, try_lock
 from worker.settings import Settings
 
 FLUSH_CHUNK = 200
@@ -77,7 +78,7 @@ class Spool:
 
     def pending(self) -> bool:
         """Whether any event waits in the spool (cheap: two stat calls)."""
-        return _size(self.path) > 0 or _size(self.flushing_path) > 0
+        return size(self.path) > 0 or size(self.flushing_path) > 0
 
     def append(self, events: Sequence[Event]) -> int:
         """Append events durably; returns how many fit (the others are dropped and counted)."""
@@ -101,7 +102,7 @@ class Spool:
             self._append_locked(events)
             # Taken while appends are locked: a flusher either sees these lines or has
             # already let go of the flush lock (it releases it before the append lock).
-            flush_fd = _try_lock(self.directory / "flush.lock")
+            flush_fd = try_lock(self.directory / "flush.lock")
         if flush_fd is None:
             return None
         return self._flush_holding(flush_fd, producer, deadline)
@@ -111,7 +112,7 @@ class Spool:
         if not self.pending():
             return FlushResult()
         self.directory.mkdir(parents=True, exist_ok=True)
-        flush_fd = _try_lock(self.directory / "flush.lock")
+        flush_fd = try_lock(self.directory / "flush.lock")
         if flush_fd is None:
             return None
         return self._flush_holding(flush_fd, producer, deadline)
@@ -120,15 +121,15 @@ class Spool:
         """Counts of spooled, dropped and rejected events."""
         return SpoolStatus(
             path=str(self.path),
-            events=_count_lines(self.flushing_path) + _count_lines(self.path),
-            bytes=_size(self.flushing_path) + _size(self.path),
+            events=count_lines(self.flushing_path) + count_lines(self.path),
+            bytes=size(self.flushing_path) + size(self.path),
             max_bytes=self.max_bytes,
             dropped=self._dropped(),
-            rejected=_count_lines(self.rejected_path),
+            rejected=count_lines(self.rejected_path),
         )
 
     def _append_locked(self, events: Sequence[Event]) -> int:
-        used = _size(self.path) + _size(self.flushing_path)
+        used = size(self.path) + size(self.flushing_path)
         lines: list[bytes] = []
         for event in events:
             line = encode_event(event) + b"\n"
@@ -154,16 +155,16 @@ class Spool:
             while True:
                 if not self.flushing_path.exists():
                     with self._append_lock():
-                        if _size(self.path) == 0:
+                        if size(self.path) == 0:
                             os.close(flush_fd)  # before the append lock: see append_then_flush
                             flush_fd = -1
                             return total
                         os.replace(self.path, self.flushing_path)
-                        _fsync_dir(self.directory)
+                        fsync_dir(self.directory)
                 step = self._publish_file(producer, deadline)
                 total = _add(total, step)
                 if step.stopped:
-                    remaining = _count_lines(self.flushing_path) + _count_lines(self.path)
+                    remaining = count_lines(self.flushing_path) + count_lines(self.path)
                     return msgspec.structs.replace(total, remaining=remaining)
         finally:
             if flush_fd >= 0:
@@ -196,7 +197,7 @@ class Spool:
                         stopped=True,
                     )
         self.flushing_path.unlink()
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return FlushResult(
             published=counts["added"], duplicates=counts["duplicate"], rejected=rejected
         )
@@ -215,7 +216,7 @@ class Spool:
         else:
             tmp.unlink()
             self.flushing_path.unlink()
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
 
     def _decode_or_reject(self, line: bytes, line_no: int) -> Event | None:
         try:
@@ -276,16 +277,6 @@ def _batches(
     yield batch, rejected, offset
 
 
-def _try_lock(path: Path) -> int | None:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
 def _add(a: FlushResult, b: FlushResult) -> FlushResult:
     return FlushResult(
         published=a.published + b.published,
@@ -295,29 +286,6 @@ def _add(a: FlushResult, b: FlushResult) -> FlushResult:
         refused=b.refused,
         stopped=b.stopped,
     )
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def _count_lines(path: Path) -> int:
-    try:
-        with path.open("rb") as f:
-            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-    except FileNotFoundError:
-        return 0
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _warn(message: str) -> None:

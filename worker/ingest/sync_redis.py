@@ -19,6 +19,7 @@ from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl
 from worker.errors import RedisUnavailableError
 from worker.masked_url import describe_url
+from worker.replies import as_text
 from worker.settings import Settings
 
 Arg = str | bytes | int | float
@@ -154,7 +155,7 @@ def _open_sentinel(parsed: SentinelUrl, timeout_s: float) -> SyncRedis:
         finally:
             sentinel.close()
         if address:
-            master_host, master_port = (_text(v) for v in address)
+            master_host, master_port = (as_text(v) for v in address)
             master = RedisAddress(
                 scheme="rediss" if parsed.ssl else "redis",
                 host=master_host,
@@ -167,10 +168,6 @@ def _open_sentinel(parsed: SentinelUrl, timeout_s: float) -> SyncRedis:
             return _open(master, timeout_s, f"{master.scheme}://{auth}{master_host}:{master_port}")
         failures.append(f"sentinel {host}:{port} knows no master {parsed.master!r}")
     raise RedisUnavailableError(f"no sentinel named a master: {'; '.join(failures)}")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _handshake(client: SyncRedis, setup: list[list[Arg]]) -> SyncRedis:

@@ -24,6 +24,7 @@ from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
 from worker.queue.arq_worker import SHUT_DOWN, MemqWorker
 from worker.queue.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
+from worker.replies import as_text
 from worker.search.vector_sync import BackgroundSync, start_vector_sync
 from worker.settings import Settings
 from worker.storage.factory import open_store
@@ -53,7 +54,7 @@ async def sweep_sessions(ctx: dict[str, Any]) -> int:
     rt = runtime_from(ctx)
     scheduled = 0
     async for raw in rt.redis.sscan_iter(rt.keys.sessions, count=500):
-        session = raw.decode() if isinstance(raw, bytes) else str(raw)
+        session = as_text(raw)
         if await rt.scheduler.sweep(session) is not None:
             scheduled += 1
             with session_context(session):

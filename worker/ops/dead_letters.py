@@ -17,6 +17,7 @@ from worker.keys import Keys
 from worker.observe.outbox import Outbox
 from worker.queue.leases import Lease
 from worker.queue.scheduling import Scheduler
+from worker.replies import as_text
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, DroppedRow
@@ -149,7 +150,7 @@ def _dead(entry_id: bytes | str, fields: dict[bytes, bytes]) -> DeadLetter:
         return fields.get(name, b"").decode("utf-8", "replace")
 
     return DeadLetter(
-        id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+        id=as_text(entry_id),
         session=text(b"session"),
         entry_id=text(b"entry_id"),
         reason=text(b"reason"),

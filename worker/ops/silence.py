@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from worker.keys import Keys
 from worker.observe.observer_state import StateStore
+from worker.replies import as_text
 from worker.storage.protocol import ReadStore
 
 SESSIONS_SCANNED = 1000
@@ -58,7 +59,7 @@ async def silent_sessions(
             silent.add(row.memory_session_id)
     cutoff_ms = int((now_s - threshold_s) * 1000)
     async for raw in redis.sscan_iter(keys.sessions, count=500):
-        session = raw.decode() if isinstance(raw, bytes) else str(raw)
+        session = as_text(raw)
         if session in silent:
             continue
         waiting_since = await _oldest_tool_call_s(redis, keys.events(session), cutoff_ms)
@@ -92,7 +93,7 @@ async def _oldest_tool_call_s(redis: Redis, stream: str, cutoff_ms: int) -> floa
         except msgspec.DecodeError:
             continue  # dead-lettered by the worker, not a tool call
         if kind == "tool_call":
-            ms = (entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)).split("-")[0]
+            ms = as_text(entry_id).split("-")[0]
             return int(ms) / 1000
     return None
 

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
+from worker.replies import as_text
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import StoreCounts
@@ -47,7 +48,7 @@ async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
     sessions = pending = 0
     oldest_ms: int | None = None
     async for raw in redis.sscan_iter(keys.sessions, count=500):
-        session = raw.decode() if isinstance(raw, bytes) else str(raw)
+        session = as_text(raw)
         sessions += 1
         n = await redis.xlen(keys.events(session))
         pending += n
@@ -55,9 +56,7 @@ async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
             first = await redis.xrange(keys.events(session), count=1)
             if first:
                 entry_id = first[0][0]
-                ms = int(
-                    (entry_id.decode() if isinstance(entry_id, bytes) else entry_id).split("-")[0]
-                )
+                ms = int(as_text(entry_id).split("-")[0])
                 oldest_ms = ms if oldest_ms is None else min(oldest_ms, ms)
     age = None if oldest_ms is None else round(max(0.0, time.time() - oldest_ms / 1000), 3)
     return StreamStats(sessions=sessions, pending=pending, oldest_pending_age_s=age)

@@ -23,6 +23,7 @@ from worker.queue.arq_job_format import (
     job_expiry_ms,
 )
 from worker.queue.arq_job_format import job_payload as arq_job_payload
+from worker.replies import as_text
 
 if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
     from redis.asyncio import Redis
@@ -190,7 +191,7 @@ class Scheduler:
             due_now=due_now, full_at=full_at,
         )  # fmt: skip
         status, stream_id = await self._publish(keys=keys, args=args)
-        return int(status), _text(stream_id)
+        return int(status), as_text(stream_id)
 
     def publish_args(
         self,
@@ -241,7 +242,7 @@ class Scheduler:
                 "1" if force else "0",
             ],
         )
-        return _text(new_id) if int(status) == 1 else None
+        return as_text(new_id) if int(status) == 1 else None
 
     def queue_release(
         self, pipe: Pipeline, session: str, job_id: str, *, defer_ms: int = 0
@@ -262,8 +263,4 @@ class Scheduler:
             keys=[k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)],
             args=[payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX],
         )
-        return _text(new_id) if int(status) == 1 else None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+        return as_text(new_id) if int(status) == 1 else None

@@ -13,6 +13,7 @@ from redis.exceptions import ResponseError
 
 from worker.connect.lua import LuaScript
 from worker.keys import CONSUMER_GROUP, Keys
+from worker.replies import as_text
 
 # Acks are fenced: only the current lease holder may ack (and delete) entries.
 # KEYS: lease, stream   ARGV: token, group, id...
@@ -200,5 +201,5 @@ def _flat_entry(entry_id: bytes, fields: list[bytes], *, claimed: bool) -> Entry
 
 
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
-    eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    eid = as_text(entry_id)
     return Entry(eid, fields.get(b"event"))

@@ -12,7 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.support.feed_rows import announce, fake_row
-from worker.fanout.feed import FanoutConsumer, FeedItem
+from worker.fanout.feed import FanoutConsumer
+from worker.fanout.feed_items import FeedItem
 from worker.keys import Keys
 from worker.storage.sqlite.store import SqliteStore
 

@@ -23,7 +23,8 @@ from telegram.error import (
 
 from worker.backoff import backoff_s
 from worker.errors import ConfigError
-from worker.fanout.feed import FanoutConsumer, FeedItem
+from worker.fanout.feed import FanoutConsumer
+from worker.fanout.feed_items import FeedItem
 from worker.fanout.telegram.api import mask_token
 from worker.fanout.telegram.format import RowFilter, render_row, split_csv
 from worker.keys import Keys

@@ -40,6 +40,7 @@ from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is
 from worker.fanout.ui.pages import Pages, TypeLabel
 from worker.keys import Keys
 from worker.ops.stats import collect_stats
+from worker.replies import as_text
 from worker.storage.protocol import Store
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ async def _last_feed_id(deps: UiDeps) -> str:
     if not last:
         return ""
     raw = last[0][0]
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
+    return as_text(raw)
 
 
 async def _stats(deps: UiDeps) -> dict[str, Any]:

@@ -12,9 +12,11 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.errors import WorkerError
-from worker.fanout.feed import FanoutConsumer, FeedItem, decode_entry, parse_feed_id
+from worker.fanout.feed import FanoutConsumer
+from worker.fanout.feed_items import FeedItem, decode_entry, parse_feed_id
 from worker.fanout.ui.filters import Filters, matches
 from worker.keys import Keys
+from worker.replies import as_text
 from worker.storage.records import StoredRow
 
 KEEPALIVE_S = 15.0
@@ -132,7 +134,7 @@ async def feed_after(
         wanted = min(_BACKLOG_PAGE, limit - read)
         page = await redis.xrange(keys.feed, min=start, count=wanted)
         for raw_id, fields in page:
-            feed_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+            feed_id = as_text(raw_id)
             start, read = f"({feed_id}", read + 1
             try:
                 yield decode_entry(feed_id, fields)
@@ -191,4 +193,4 @@ async def _newest_id(hub: FeedHub) -> str | None:
     if not newest:
         return None
     raw = newest[0][0]
-    return raw.decode() if isinstance(raw, bytes) else str(raw)
+    return as_text(raw)
