@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import logging
 import signal
-import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,7 +23,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from pipeline.errors import PipelineError
-from worker.errors import ConfigError, WorkerError
+from worker.errors import ConfigError
+from worker.http_serving import MIN_TOKEN_CHARS, QuietServer, base_url, is_loopback, listen
 from worker.ingest.agent_publisher import AgentPublisher
 from worker.ingest.claude_code import HookPayloadError
 from worker.ingest.hook_input import SESSION_START, read_hook_input
@@ -34,28 +33,13 @@ from worker.settings import Settings
 logger = logging.getLogger(__name__)
 
 HOOK_PATH = "/hooks/claude-code"
-MIN_TOKEN_CHARS = 16
 # SessionStart reads the store for the context: past this the session starts without it.
 SESSION_START_BUDGET_S = 2.0
 _INLINE_BYTES = 256 * 1024  # larger hook inputs are prepared in a thread
 
 
-class AgentListenError(WorkerError):
-    """The agent's address could not be bound."""
-
-
 class _BodyTooLargeError(Exception):
     pass
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1, with or without [])."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_agent_bind(host: str, token: str | None) -> None:
@@ -153,23 +137,6 @@ def _line(status: int, message: str) -> Response:
     return PlainTextResponse(f"memq agent: {' '.join(message.split())}\n", status_code=status)
 
 
-class _AgentServer(uvicorn.Server):
-    """uvicorn that says when it listens, without signal handlers: run_agent handles them."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = asyncio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        if self.started:
-            self.listening.set()
-
-
 async def run_agent(
     settings: Settings,
     *,
@@ -180,19 +147,17 @@ async def run_agent(
 ) -> None:
     """Serve hook requests until SIGINT/SIGTERM, or, when `stop` is given, until it is set."""
     check_agent_bind(host, settings.agent_token.reveal() if settings.agent_token else None)
-    sock = _listen(host, port)
+    sock = listen(host, port, backlog=1024)
     app = build_agent_app(settings, AgentPublisher(settings))
     config = uvicorn.Config(
         app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
     )
-    server = _AgentServer(config)
+    server = QuietServer(config)
     if stop is None:  # on its own: SIGINT/SIGTERM stop it, and it exits 0 once drained
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    url = f"http://{shown}:{bound_port}{HOOK_PATH}"
+    url = f"{base_url(sock)}{HOOK_PATH}"
     watcher = asyncio.create_task(_watch(server, stop))
     announcer = asyncio.create_task(_announce(server, url, on_listening))
     try:
@@ -205,7 +170,7 @@ async def run_agent(
 
 
 async def _announce(
-    server: _AgentServer, url: str, on_listening: Callable[[str], None] | None
+    server: QuietServer, url: str, on_listening: Callable[[str], None] | None
 ) -> None:
     await server.listening.wait()
     logger.info("taking Claude Code hook events on %s", url, extra={"url": url})
@@ -216,18 +181,3 @@ async def _announce(
 async def _watch(server: uvicorn.Server, stop: asyncio.Event) -> None:
     await stop.wait()
     server.should_exit = True
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    sock: socket.socket | None = None
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(1024)
-    except OSError as e:
-        if sock is not None:
-            sock.close()
-        raise AgentListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
-    return sock

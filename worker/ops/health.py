@@ -18,9 +18,9 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from worker.http_serving import EmbeddedHttp
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
-from worker.ops.embedded_http import EmbeddedHttp
 from worker.ops.silence import silent_sessions
 from worker.ops.stats import stream_stats
 from worker.settings import Settings

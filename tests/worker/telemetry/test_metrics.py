@@ -31,10 +31,10 @@ from tests.support.ports import free_port, wait_for_port
 from tests.support.redis_server import RedisServer
 from tests.support.worker_harness import drain, make_settings, prompt, publish, tool_call
 from tests.support.worker_process import WorkerProcess
+from worker.http_serving import ListenError
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
 from worker.observe.jobs import build_runtime, close_runtime
-from worker.ops.embedded_http import HealthListenError
 from worker.ops.health import HealthServer
 from worker.ops.silence import silent_sessions
 from worker.settings import Settings, load_settings
@@ -340,7 +340,7 @@ async def test_a_metrics_port_in_use_is_one_line_naming_it(
     store = SqliteStore(tmp_path / "memq.db")
     server = HealthServer(_settings(tmp_path, "redis://127.0.0.1:9"), redis, store, Metrics())
     try:
-        with pytest.raises(HealthListenError, match=f"^cannot serve metrics on 127.0.0.1:{port}: "):
+        with pytest.raises(ListenError, match=f"^cannot serve metrics on 127.0.0.1:{port}: "):
             await server.start("127.0.0.1", port)
     finally:
         taken.close()

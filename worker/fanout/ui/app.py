@@ -26,7 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from worker.errors import ConfigError
-from worker.fanout.ui.auth import Guard, is_loopback
+from worker.fanout.ui.auth import Guard
 from worker.fanout.ui.filters import (
     BadFilterError,
     Filters,
@@ -38,6 +38,7 @@ from worker.fanout.ui.filters import (
 )
 from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is_stream_id
 from worker.fanout.ui.pages import Pages, TypeLabel
+from worker.http_serving import MIN_TOKEN_CHARS, is_loopback
 from worker.keys import Keys
 from worker.ops.stats import collect_stats
 from worker.replies import as_text
@@ -47,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 _LIST_LIMIT = 100
 _READY_TIMEOUT_S = 5.0
-MIN_TOKEN_CHARS = 16  # off loopback the token is all that stands between a network and the rows
 
 
 def check_bind(host: str, token: str | None) -> None:

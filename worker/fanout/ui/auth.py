@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from worker.http_serving import is_loopback
 
 COOKIE = "memq_ui_token"
 _SECURITY_HEADERS = [
@@ -20,16 +21,6 @@ _SECURITY_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
 ]
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1, with or without [])."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Guard:

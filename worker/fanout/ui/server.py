@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import uvicorn
 
 from pipeline.mode_files import load_mode
 from worker.connect.redis_client import connect_redis
-from worker.errors import WorkerError
 from worker.fanout.ui.app import UiDeps, build_app, check_bind
 from worker.fanout.ui.live import FeedHub
 from worker.fanout.ui.pages import TypeLabel
+from worker.http_serving import QuietServer, base_url, listen
 from worker.keys import Keys
 from worker.settings import Settings
 from worker.storage.factory import open_store
@@ -32,18 +30,6 @@ class _DropColorMessage(logging.Filter):
 
 
 _DROP_COLOR_MESSAGE = _DropColorMessage()
-
-
-class UiListenError(WorkerError):
-    """The UI's address could not be bound."""
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn without its signal handlers: the host process (`memq up`, a test) stops it."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def type_labels(settings: Settings) -> dict[str, TypeLabel]:
@@ -69,7 +55,7 @@ async def run_ui(
     store = open_store(settings)
     try:
         await store.ping()
-        sock = _listen(host, port)
+        sock = listen(host, port)
         keys = Keys(settings.prefix)
         app = build_app(UiDeps(redis, keys, store, labels, token, settings.ui_max_streams))
         config = uvicorn.Config(
@@ -79,10 +65,8 @@ async def run_ui(
             lifespan="on",
             timeout_graceful_shutdown=2,
         )
-        server = uvicorn.Server(config) if stop is None else _EmbeddedServer(config)
-        bound_host, bound_port = sock.getsockname()[:2]
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        url = f"http://{shown}:{bound_port}/"
+        server = uvicorn.Server(config) if stop is None else QuietServer(config)
+        url = f"{base_url(sock)}/"
         logger.info("web UI listening on %s", url, extra={"url": url})
         if on_listening is not None:
             on_listening(url)
@@ -106,15 +90,3 @@ async def _watch(server: uvicorn.Server, hub: FeedHub, stop: asyncio.Event | Non
             break
         await asyncio.sleep(0.1)
     hub.close_streams()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as e:
-        raise UiListenError(f"cannot listen on {host}:{port}: {e.strerror or e}") from e
-    return sock

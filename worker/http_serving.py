@@ -1,0 +1,120 @@
+"""Serving HTTP from a memq process: the loopback rule, binding, uvicorn without its signals.
+
+The metrics server, the web UI and the hook endpoint all run uvicorn inside a process that
+has its own shutdown (arq's signal handlers, `memq up`, a test), and all listen on loopback
+unless a long enough token guards them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from worker.errors import WorkerError
+
+STOP_GRACE_S = 2
+MIN_TOKEN_CHARS = 16
+"""Off loopback a token is all that stands between a network and memq: at least this long."""
+
+
+class ListenError(WorkerError):
+    """An address memq was asked to serve on could not be bound."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1, with or without [])."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers (the host process stops it); `listening` is set
+    once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, then `listening` is set."""
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.listening.set()
+
+
+def listen(host: str, port: int, doing: str = "listen", *, backlog: int = 128) -> socket.socket:
+    """A bound, listening socket for host:port; ListenError ("cannot <doing> on …") if not."""
+    sock: socket.socket | None = None
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+    except OSError as e:
+        if sock is not None:
+            sock.close()
+        raise ListenError(f"cannot {doing} on {host}:{port}: {e.strerror or e}") from e
+    return sock
+
+
+def base_url(sock: socket.socket) -> str:
+    """`http://host:port` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+class EmbeddedHttp:
+    """One app on one listening socket, served by uvicorn in a background task."""
+
+    def __init__(self, app: ASGIApp, *, what: str) -> None:
+        self.app = app
+        self.what = what
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, host: str, port: int) -> str:
+        """Listen on host:port (0: any free port) and serve; returns the base URL."""
+        sock = listen(host, port, f"serve {self.what}")
+        bound_host, bound_port = sock.getsockname()[:2]
+        config = uvicorn.Config(
+            self.app,
+            host=bound_host,
+            port=bound_port,  # only for uvicorn's "running on" line: the socket is bound
+            log_config=None,  # memq's logging (worker/logs.py) renders uvicorn's lines
+            access_log=False,  # one line per probe every few seconds is noise
+            lifespan="off",
+            timeout_graceful_shutdown=STOP_GRACE_S,
+        )
+        self._server = server = QuietServer(config)
+        self._task = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            if self._task.done():  # uvicorn gave up before listening: say why
+                sock.close()
+                await self._task
+                raise ListenError(f"cannot serve {self.what} on {host}:{port}")
+            await asyncio.sleep(0.01)
+        return base_url(sock)
+
+    async def aclose(self) -> None:
+        """Stop serving; open connections get STOP_GRACE_S to finish."""
+        if self._server is None or self._task is None:
+            return
+        self._server.should_exit = True
+        await self._task
+        self._server = self._task = None
