@@ -69,7 +69,8 @@ class Producer:
     def __init__(self, redis: Redis, settings: Settings) -> None:
         self.redis = redis
         self.settings = settings
-        self._scheduler = Scheduler(redis, Keys(settings.prefix))
+        self._keys = Keys(settings.prefix)
+        self._scheduler = Scheduler(redis, self._keys)
 
     @classmethod
     async def connect(cls, settings: Settings, *, timeout_ms: int | None = None) -> Producer:
@@ -92,24 +93,7 @@ class Producer:
 
     async def publish(self, event: Event) -> PublishResult:
         """Publish one event; BackpressureError when its session's stream is full."""
-        from redis.exceptions import RedisError
-
-        prepared, raw = prepare_encoded(event, self.settings.max_event_bytes)
-        try:
-            status, stream_id = await self._scheduler.publish(
-                prepared.memory_session_id,
-                prepared.event_id,
-                raw,
-                dedupe_ttl_s=self.settings.dedupe_window_s,
-                max_pending=self.settings.max_pending_per_session,
-                due_now=not isinstance(prepared, ToolCall),
-                full_at=self.settings.batch_max_events,
-            )
-        except (RedisError, OSError) as e:
-            raise RedisUnavailableError(f"publish failed: {e}") from e
-        result = _result(prepared, status, stream_id)
-        _raise_if_refused([result], self.settings)
-        return result
+        return (await self.publish_many([event]))[0]
 
     async def publish_many(self, events: Iterable[Event]) -> list[PublishResult]:
         """Publish events in order, pipelined; PublishRefusedError if any was refused."""
@@ -120,15 +104,7 @@ class Producer:
         for chunk in _chunks(events, self.settings):
             pipe = self.redis.pipeline(transaction=False)
             for prepared, raw in chunk:
-                keys, args = self._scheduler.publish_args(
-                    prepared.memory_session_id,
-                    prepared.event_id,
-                    raw,
-                    dedupe_ttl_s=self.settings.dedupe_window_s,
-                    max_pending=self.settings.max_pending_per_session,
-                    due_now=not isinstance(prepared, ToolCall),
-                    full_at=self.settings.batch_max_events,
-                )
+                keys, args = _publish_args(self._keys, self.settings, prepared, raw)
                 await script(keys=keys, args=args, client=pipe)
             try:
                 replies = await pipe.execute()
@@ -197,17 +173,17 @@ class SyncProducer:
         return results
 
     def _command(self, event: Event, raw: bytes) -> list[Any]:
-        keys, args = publish_args(
-            self._keys,
-            event.memory_session_id,
-            event.event_id,
-            raw,
-            dedupe_ttl_s=self.settings.dedupe_window_s,
-            max_pending=self.settings.max_pending_per_session,
-            due_now=not isinstance(event, ToolCall),
-            full_at=self.settings.batch_max_events,
-        )
+        keys, args = _publish_args(self._keys, self.settings, event, raw)
         return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
+
+
+def _publish_args(keys: Keys, s: Settings, event: Event, raw: bytes) -> tuple[list[str], list[Any]]:
+    # Anything but a tool call (a prompt, summary request, end) makes a waiting turn due.
+    return publish_args(
+        keys, event.memory_session_id, event.event_id, raw,
+        dedupe_ttl_s=s.dedupe_window_s, max_pending=s.max_pending_per_session,
+        due_now=not isinstance(event, ToolCall), full_at=s.batch_max_events,
+    )  # fmt: skip
 
 
 def _chunks(events: Iterable[Event], settings: Settings) -> Iterable[list[tuple[Event, bytes]]]:

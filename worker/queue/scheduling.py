@@ -186,35 +186,12 @@ class Scheduler:
 
         Returns (status, stream id): 1 added, 0 duplicate (id of the first copy), -1 refused.
         """
-        keys, args = self.publish_args(
-            session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s, max_pending=max_pending,
-            due_now=due_now, full_at=full_at,
+        keys, args = publish_args(
+            self.keys, session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s,
+            max_pending=max_pending, due_now=due_now, full_at=full_at,
         )  # fmt: skip
         status, stream_id = await self._publish(keys=keys, args=args)
         return int(status), as_text(stream_id)
-
-    def publish_args(
-        self,
-        session: str,
-        event_id: str,
-        event_json: bytes,
-        *,
-        dedupe_ttl_s: int,
-        max_pending: int,
-        due_now: bool = False,
-        full_at: int = 0,
-    ) -> tuple[list[str], list[Any]]:
-        """KEYS and ARGV of the publish script, for callers that pipeline many publishes."""
-        return publish_args(
-            self.keys,
-            session,
-            event_id,
-            event_json,
-            dedupe_ttl_s=dedupe_ttl_s,
-            max_pending=max_pending,
-            due_now=due_now,
-            full_at=full_at,
-        )
 
     @property
     def publish_script(self) -> Any:

@@ -302,12 +302,11 @@ def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
 ) -> None:
     import worker.ingest.producer as producer_module
     import worker.queue.scheduling as scheduling_module
-    from worker.queue.scheduling import Scheduler
 
     monkeypatch.setattr(scheduling_module, "now_ms", lambda: 1_700_000_000_000)
     raw = encode_event(EVENTS[1])
-    scheduler = Scheduler(aioredis.Redis(), Keys("t"))
-    keys, args = scheduler.publish_args(
+    keys, args = scheduling_module.publish_args(
+        Keys("t"),
         "s1",
         "t1",
         raw,
