@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
+from worker.storage import params as p
 from worker.storage import rows as r
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import RowKind, TimelineEntry
-from worker.storage.records import DroppedRow, PromptRow, SessionRow, StoreCounts, StoredRow
+from worker.storage.records import (
+    CostDay,
+    DroppedRow,
+    PromptRow,
+    SessionRow,
+    StoreCounts,
+    StoredRow,
+)
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
 KINDS: tuple[RowKind, ...] = ("observation", "summary")
@@ -25,6 +33,27 @@ SELECT (SELECT COUNT(*) FROM sessions) AS sessions,
     (SELECT CAST(COALESCE(SUM(cached_input_tokens), 0) AS BIGINT) FROM token_usage)
         AS cached_input_tokens,
     (SELECT CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) FROM token_usage) AS output_tokens
+"""
+# Stored times are ISO text in UTC (`2024-05-01T12:00:00.123Z`): its first ten characters are
+# the UTC day, and text order is time order, so one statement serves both dialects.
+# $1 the first day's midnight as that text, $2 the same instant in epoch ms (indexed).
+_COST_BY_DAY = """
+SELECT project, day,
+    CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
+    CAST(SUM(cached_input_tokens) AS BIGINT) AS cached_input_tokens,
+    CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
+    CAST(SUM(calls) AS BIGINT) AS calls,
+    CAST(SUM(observations) AS BIGINT) AS observations
+FROM (
+    SELECT project, substr(created_at, 1, 10) AS day, input_tokens, cached_input_tokens,
+        output_tokens, 1 AS calls, 0 AS observations
+    FROM token_usage WHERE created_at >= $1
+    UNION ALL
+    SELECT project, substr(created_at, 1, 10) AS day, 0, 0, 0, 0, 1
+    FROM observations WHERE created_at_epoch_ms >= $2
+) AS spent
+GROUP BY project, day
+ORDER BY day, project
 """
 _TIMELINE_PROMPTS = (
     "SELECT id, created_at, prompt_number, prompt_text FROM user_prompts"
@@ -109,6 +138,16 @@ async def counts(db: SqlDatabase) -> StoreCounts:
         row = await conn.fetchrow(_SELECT_COUNTS)
     assert row is not None  # a SELECT without FROM always has its row
     return r.store_counts(row)
+
+
+async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[CostDay]:
+    """Per project and UTC day of the last `days` days (today included): the observer's
+    tokens and calls, and the observations stored; days without either are left out."""
+    utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+    first = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) - timedelta(days=days - 1)
+    async with db.use() as conn:
+        found = await conn.fetch(_COST_BY_DAY, (p.iso_utc(first), p.epoch_ms(first)))
+    return [r.cost_day(row) for row in found]
 
 
 async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:
