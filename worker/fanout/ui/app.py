@@ -39,6 +39,7 @@ from worker.fanout.ui.filters import (
 from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is_stream_id
 from worker.fanout.ui.pages import Pages, TypeLabel
 from worker.keys import Keys
+from worker.ops.cost import Prices
 from worker.ops.stats import collect_stats
 from worker.storage.protocol import Store
 
@@ -75,6 +76,7 @@ class UiDeps:
     types: dict[str, TypeLabel]
     token: str | None = None
     max_streams: int = 64  # open event streams (MEMQ_UI_MAX_STREAMS)
+    prices: Prices | None = None  # MEMQ_PRICE_*_PER_MTOK, for the panel's spend figure
 
 
 def build_app(deps: UiDeps) -> Starlette:
@@ -143,7 +145,8 @@ def build_app(deps: UiDeps) -> Starlette:
         )
 
     async def stats_partial(request: Request) -> Response:
-        return HTMLResponse(pages.stats(await _stats(deps)))
+        project = no_nul(request.query_params.get("project", ""), "project") or None
+        return HTMLResponse(pages.stats(await _stats(deps), project))
 
     async def api_items(request: Request) -> Response:
         limit = _limit(request)
@@ -216,7 +219,8 @@ async def _last_feed_id(deps: UiDeps) -> str:
 
 
 async def _stats(deps: UiDeps) -> dict[str, Any]:
-    stats = msgspec.to_builtins(await collect_stats(deps.redis, deps.keys, deps.store))
+    found = await collect_stats(deps.redis, deps.keys, deps.store, prices=deps.prices)
+    stats = msgspec.to_builtins(found)
     assert isinstance(stats, dict)
     return stats
 
