@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 import msgspec
@@ -123,9 +125,34 @@ def build_cost(found: list[CostDay], *, today: date, days: int, prices: Prices |
     )
 
 
-async def collect_cost(
-    store: ReadStore, *, prices: Prices | None = None, days: int = DEFAULT_DAYS
-) -> Cost:
-    """Read the last `days` UTC days (today included) from the store and report them."""
-    found = await store.cost_by_day(days)
-    return build_cost(found, today=datetime.now(UTC).date(), days=days, prices=prices)
+class CostReader:
+    """Reads the cost report from a store, at most once every `max_age_s` (0: every call):
+    the UI's panel refreshes every few seconds, the figures change by the day."""
+
+    def __init__(
+        self,
+        store: ReadStore,
+        prices: Prices | None = None,
+        *,
+        days: int = DEFAULT_DAYS,
+        max_age_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._prices = prices
+        self._days = days
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._last: tuple[float, Cost] | None = None
+
+    async def read(self) -> Cost:
+        """The report of the last days (today included), read again once it is too old."""
+        now = self._clock()
+        if self._last is not None and now - self._last[0] < self._max_age_s:
+            return self._last[1]
+        found = await self._store.cost_by_day(self._days)
+        cost = build_cost(
+            found, today=datetime.now(UTC).date(), days=self._days, prices=self._prices
+        )
+        self._last = (now, cost)
+        return cost

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
-from worker.ops.cost import Cost, Prices, collect_cost, prices_from
+from worker.ops.cost import Cost, CostReader, prices_from
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import StoreCounts
@@ -72,10 +72,10 @@ async def collect_stats(
     store: Store,
     settings: Settings | None = None,
     *,
-    prices: Prices | None = None,
+    cost: CostReader | None = None,
 ) -> Stats:
-    """Read every figure once (the budget state only when the settings give its limits;
-    the settings' prices, else `prices`, for a spend figure)."""
+    """Read every figure once (the budget state only when the settings give its limits);
+    the cost from `cost`, else with the settings' prices."""
     counters = Counters(redis, keys)
     budget = None
     if settings is not None:
@@ -96,5 +96,5 @@ async def collect_stats(
         store=await store.counts(),
         budget=budget,
         vector_index=None if settings is None else settings.chroma,
-        cost=await collect_cost(store, prices=prices_from(settings) or prices),
+        cost=await (cost or CostReader(store, prices_from(settings))).read(),
     )

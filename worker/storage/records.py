@@ -193,8 +193,8 @@ class CostDay(msgspec.Struct, frozen=True, kw_only=True):
 
     project: str
     day: str  # YYYY-MM-DD, UTC
-    input_tokens: int
-    cached_input_tokens: int
-    output_tokens: int
-    calls: int
-    observations: int
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    observations: int = 0

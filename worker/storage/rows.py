@@ -149,7 +149,7 @@ def store_counts(row: Row) -> StoreCounts:
 
 
 def cost_day(row: Row) -> CostDay:
-    """Map a row of the cost-by-day query to CostDay."""
+    """Map a row of the calls-by-day query to CostDay (its observations counted apart)."""
     return CostDay(
         project=row["project"],
         day=row["day"],
@@ -157,5 +157,4 @@ def cost_day(row: Row) -> CostDay:
         cached_input_tokens=int(row["cached_input_tokens"]),
         output_tokens=int(row["output_tokens"]),
         calls=int(row["calls"]),
-        observations=int(row["observations"]),
     )

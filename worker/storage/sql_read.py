@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+
+import msgspec
 
 from worker.storage import params as p
 from worker.storage import rows as r
@@ -34,27 +36,26 @@ SELECT (SELECT COUNT(*) FROM sessions) AS sessions,
         AS cached_input_tokens,
     (SELECT CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) FROM token_usage) AS output_tokens
 """
-# Stored times are ISO text in UTC (`2024-05-01T12:00:00.123Z`): its first ten characters are
-# the UTC day, and text order is time order, so one statement serves both dialects.
-# $1 the first day's midnight as that text, $2 the same instant in epoch ms (indexed).
-_COST_BY_DAY = """
-SELECT project, day,
+# Per project and UTC day, in both dialects. Calls: a stored time is ISO text in UTC
+# (`2024-05-01T12:00:00.123Z`), so its first ten characters are the day and text order is
+# time order; $1 the first day's midnight as that text. Observations: the day number since
+# the epoch from created_at_epoch_ms, which the (project, created_at_epoch_ms) index covers
+# (reading created_at instead fetched every row: 4x slower on 400k rows); $1 in ms.
+_CALLS_BY_DAY = """
+SELECT project, substr(created_at, 1, 10) AS day,
     CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
     CAST(SUM(cached_input_tokens) AS BIGINT) AS cached_input_tokens,
     CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
-    CAST(SUM(calls) AS BIGINT) AS calls,
-    CAST(SUM(observations) AS BIGINT) AS observations
-FROM (
-    SELECT project, substr(created_at, 1, 10) AS day, input_tokens, cached_input_tokens,
-        output_tokens, 1 AS calls, 0 AS observations
-    FROM token_usage WHERE created_at >= $1
-    UNION ALL
-    SELECT project, substr(created_at, 1, 10) AS day, 0, 0, 0, 0, 1
-    FROM observations WHERE created_at_epoch_ms >= $2
-) AS spent
-GROUP BY project, day
-ORDER BY day, project
+    COUNT(*) AS calls
+FROM token_usage WHERE created_at >= $1
+GROUP BY project, substr(created_at, 1, 10)
 """
+_OBSERVATIONS_BY_DAY = """
+SELECT project, created_at_epoch_ms / 86400000 AS day_number, COUNT(*) AS observations
+FROM observations WHERE created_at_epoch_ms >= $1
+GROUP BY project, created_at_epoch_ms / 86400000
+"""
+_EPOCH_DAY = date(1970, 1, 1)
 _TIMELINE_PROMPTS = (
     "SELECT id, created_at, prompt_number, prompt_text FROM user_prompts"
     " WHERE memory_session_id = $1 ORDER BY created_at, id LIMIT $2"
@@ -141,13 +142,20 @@ async def counts(db: SqlDatabase) -> StoreCounts:
 
 
 async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[CostDay]:
-    """Per project and UTC day of the last `days` days (today included): the observer's
-    tokens and calls, and the observations stored; days without either are left out."""
+    """Per project and UTC day of the last `days` days (today included), oldest first: the
+    observer's tokens and calls, and the observations stored; days with neither left out."""
     utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
     first = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) - timedelta(days=days - 1)
     async with db.use() as conn:
-        found = await conn.fetch(_COST_BY_DAY, (p.iso_utc(first), p.epoch_ms(first)))
-    return [r.cost_day(row) for row in found]
+        calls = await conn.fetch(_CALLS_BY_DAY, (p.iso_utc(first),))
+        stored = await conn.fetch(_OBSERVATIONS_BY_DAY, (p.epoch_ms(first),))
+    found = {(row["project"], row["day"]): r.cost_day(row) for row in calls}
+    for row in stored:
+        day = (_EPOCH_DAY + timedelta(days=int(row["day_number"]))).isoformat()
+        key = (row["project"], day)
+        spent = found.get(key) or CostDay(project=row["project"], day=day)
+        found[key] = msgspec.structs.replace(spent, observations=int(row["observations"]))
+    return [found[key] for key in sorted(found, key=lambda k: (k[1], k[0]))]
 
 
 async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:

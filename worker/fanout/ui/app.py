@@ -39,7 +39,7 @@ from worker.fanout.ui.filters import (
 from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is_stream_id
 from worker.fanout.ui.pages import Pages, TypeLabel
 from worker.keys import Keys
-from worker.ops.cost import Prices
+from worker.ops.cost import CostReader, Prices
 from worker.ops.stats import collect_stats
 from worker.storage.protocol import Store
 
@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 
 _LIST_LIMIT = 100
 _READY_TIMEOUT_S = 5.0
+_COST_MAX_AGE_S = 30.0  # the panel's cost figures and charts are at most this old
 MIN_TOKEN_CHARS = 16  # off loopback the token is all that stands between a network and the rows
 
 
@@ -82,6 +83,8 @@ class UiDeps:
 def build_app(deps: UiDeps) -> Starlette:
     """The ASGI app; its lifespan runs the feed reader."""
     pages = Pages(deps.types)
+    # Per-day figures: a panel refreshing every 5 s need not re-read them each time.
+    cost = CostReader(deps.store, deps.prices, max_age_s=_COST_MAX_AGE_S)
     hub = FeedHub(deps.redis, deps.keys, pages.card, deps.max_streams)
 
     @contextlib.asynccontextmanager
@@ -106,7 +109,7 @@ def build_app(deps: UiDeps) -> Starlette:
             rows,
             filters=filters,
             sessions=await deps.store.sessions(limit=200),
-            stats=await _stats(deps),
+            stats=await _stats(deps, cost),
             last_event_id=last_event_id,
             events_url=events_url(filters),
         )
@@ -146,7 +149,7 @@ def build_app(deps: UiDeps) -> Starlette:
 
     async def stats_partial(request: Request) -> Response:
         project = no_nul(request.query_params.get("project", ""), "project") or None
-        return HTMLResponse(pages.stats(await _stats(deps), project))
+        return HTMLResponse(pages.stats(await _stats(deps, cost), project))
 
     async def api_items(request: Request) -> Response:
         limit = _limit(request)
@@ -160,7 +163,7 @@ def build_app(deps: UiDeps) -> Starlette:
         return _json(await deps.store.timeline(_session_id(request)))
 
     async def api_stats(request: Request) -> Response:
-        return _json(await _stats(deps))
+        return _json(await _stats(deps, cost))
 
     routes = [
         Route("/", index),
@@ -218,8 +221,8 @@ async def _last_feed_id(deps: UiDeps) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-async def _stats(deps: UiDeps) -> dict[str, Any]:
-    found = await collect_stats(deps.redis, deps.keys, deps.store, prices=deps.prices)
+async def _stats(deps: UiDeps, cost: CostReader) -> dict[str, Any]:
+    found = await collect_stats(deps.redis, deps.keys, deps.store, cost=cost)
     stats = msgspec.to_builtins(found)
     assert isinstance(stats, dict)
     return stats
