@@ -153,7 +153,7 @@ def _cost_pairs(cost: object) -> list[tuple[str, str, str]]:
     """The cost figures of `memq stats`: tokens per stored observation, totals, spend."""
     if not isinstance(cost, dict):
         return []
-    window = f"{cost['window_days']} d"
+    window = f"{cost['window_days']} d, all projects"
     per = cost["per_observation"]
     per_text = (
         f"input {per['input_tokens']:,.0f} · cached {per['cached_input_tokens']:,.0f}"
