@@ -99,6 +99,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     budget_tokens_per_day: NonNegativeInt = 0  # tokens (input + output) per UTC day, all projects
     budget_tokens_per_day_per_project: NonNegativeInt = 0  # tokens per UTC day for each project
     budget_recheck_s: PositiveFloat = 60.0  # how often a budget-paused session looks again
+    # observer prices per million tokens, for a spend figure in `memq stats` and the UI's panel;
+    # unset: tokens only (memq never guesses a price). Set all three or none.
+    price_input_per_mtok: NonNegativeFloat | None = None
+    price_cached_per_mtok: NonNegativeFloat | None = None
+    price_output_per_mtok: NonNegativeFloat | None = None
     # search
     # the vector index: `on` (embedded, in the data dir), `off`, or a Chroma server URL
     chroma: Annotated[str, msgspec.Meta(pattern=r"^(on|off|https?://\S+)$")] = "on"
@@ -128,6 +133,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     anthropic_base_url: str | None = None
     openai_api_key: Secret | None = None
     openai_base_url: str | None = None
+
+    def __post_init__(self) -> None:
+        prices = (self.price_input_per_mtok, self.price_cached_per_mtok, self.price_output_per_mtok)
+        if any(p is not None for p in prices) and any(p is None for p in prices):
+            # msgspec reports a ValueError here as a ValidationError, which load_settings words.
+            raise ValueError(
+                "set MEMQ_PRICE_INPUT_PER_MTOK, MEMQ_PRICE_CACHED_PER_MTOK and"
+                " MEMQ_PRICE_OUTPUT_PER_MTOK together, or none of them"
+            )
 
     @property
     def data_path(self) -> Path:

@@ -1,4 +1,4 @@
-"""Fleet figures for `memq stats` (and later the UI's operator panel): streams, outcomes, …"""
+"""Fleet figures for `memq stats` and the UI's operator panel: streams, outcomes, cost, …"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
+from worker.ops.cost import Cost, CostReader, prices_from
 from worker.replies import as_text
 from worker.settings import Settings
 from worker.storage.protocol import Store
@@ -41,6 +42,8 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """Today's tokens against MEMQ_BUDGET_TOKENS_PER_DAY(_PER_PROJECT); None without settings."""
     vector_index: str | None = None
     """MEMQ_CHROMA: `on`, `off` or the Chroma server's URL; None without settings."""
+    cost: Cost | None = None
+    """The observer's tokens (and spend, when prices are set) over the last days."""
 
 
 async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
@@ -63,9 +66,15 @@ async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
 
 
 async def collect_stats(
-    redis: Redis, keys: Keys, store: Store, settings: Settings | None = None
+    redis: Redis,
+    keys: Keys,
+    store: Store,
+    settings: Settings | None = None,
+    *,
+    cost: CostReader | None = None,
 ) -> Stats:
-    """Read every figure once (the budget state only when the settings give its limits)."""
+    """Read every figure once (the budget state only when the settings give its limits);
+    the cost from `cost`, else with the settings' prices."""
     counters = Counters(redis, keys)
     budget = None
     if settings is not None:
@@ -86,4 +95,5 @@ async def collect_stats(
         store=await store.counts(),
         budget=budget,
         vector_index=None if settings is None else settings.chroma,
+        cost=await (cost or CostReader(store, prices_from(settings))).read(),
     )

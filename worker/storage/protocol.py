@@ -19,6 +19,7 @@ from worker.storage.index_records import (
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
+    CostDay,
     DroppedRow,
     PromptRow,
     SessionRow,
@@ -125,6 +126,10 @@ class ReadStore(Protocol):
 
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
+
+    async def cost_by_day(self, days: int = 14) -> list[CostDay]:
+        """Observer tokens, calls and stored observations per project and UTC day, oldest
+        first, over the last `days` days (today included)."""
 
     async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
         """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""

@@ -127,3 +127,15 @@ class StoreCounts(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     cached_input_tokens: int
     output_tokens: int
+
+
+class CostDay(msgspec.Struct, frozen=True, kw_only=True):
+    """One project's observer spend on one UTC day: tokens, calls, observations stored."""
+
+    project: str
+    day: str  # YYYY-MM-DD, UTC
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    calls: int = 0
+    observations: int = 0

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from worker.storage.records import DroppedRow, SessionRow, StoreCounts, StoredRow
+from worker.storage.records import CostDay, DroppedRow, SessionRow, StoreCounts, StoredRow
 from worker.storage.sql_conn import Row
 
 _decode_list = msgspec.json.Decoder(list[str])
@@ -145,4 +145,16 @@ def store_counts(row: Row) -> StoreCounts:
         input_tokens=row["input_tokens"],
         cached_input_tokens=row["cached_input_tokens"],
         output_tokens=row["output_tokens"],
+    )
+
+
+def cost_day(row: Row) -> CostDay:
+    """Map a row of the calls-by-day query to CostDay (its observations counted apart)."""
+    return CostDay(
+        project=row["project"],
+        day=row["day"],
+        input_tokens=int(row["input_tokens"]),
+        cached_input_tokens=int(row["cached_input_tokens"]),
+        output_tokens=int(row["output_tokens"]),
+        calls=int(row["calls"]),
     )

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 
+import msgspec
+
+from worker.storage import params as p
 from worker.storage import rows as r
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import RowKind, TimelineEntry
-from worker.storage.records import DroppedRow, PromptRow, SessionRow, StoreCounts, StoredRow
+from worker.storage.records import (
+    CostDay,
+    DroppedRow,
+    PromptRow,
+    SessionRow,
+    StoreCounts,
+    StoredRow,
+)
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
 KINDS: tuple[RowKind, ...] = ("observation", "summary")
@@ -26,6 +36,26 @@ SELECT (SELECT COUNT(*) FROM sessions) AS sessions,
         AS cached_input_tokens,
     (SELECT CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT) FROM token_usage) AS output_tokens
 """
+# Per project and UTC day, in both dialects. Calls: a stored time is ISO text in UTC
+# (`2024-05-01T12:00:00.123Z`), so its first ten characters are the day and text order is
+# time order; $1 the first day's midnight as that text. Observations: the day number since
+# the epoch from created_at_epoch_ms, which the (project, created_at_epoch_ms) index covers
+# (reading created_at instead fetched every row: 4x slower on 400k rows); $1 in ms.
+_CALLS_BY_DAY = """
+SELECT project, substr(created_at, 1, 10) AS day,
+    CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
+    CAST(SUM(cached_input_tokens) AS BIGINT) AS cached_input_tokens,
+    CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
+    COUNT(*) AS calls
+FROM token_usage WHERE created_at >= $1
+GROUP BY project, substr(created_at, 1, 10)
+"""
+_OBSERVATIONS_BY_DAY = """
+SELECT project, created_at_epoch_ms / 86400000 AS day_number, COUNT(*) AS observations
+FROM observations WHERE created_at_epoch_ms >= $1
+GROUP BY project, created_at_epoch_ms / 86400000
+"""
+_EPOCH_DAY = date(1970, 1, 1)
 _TIMELINE_PROMPTS = (
     "SELECT id, created_at, prompt_number, prompt_text FROM user_prompts"
     " WHERE memory_session_id = $1 ORDER BY created_at, id LIMIT $2"
@@ -109,6 +139,23 @@ async def counts(db: SqlDatabase) -> StoreCounts:
         row = await conn.fetchrow(_SELECT_COUNTS)
     assert row is not None  # a SELECT without FROM always has its row
     return r.store_counts(row)
+
+
+async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[CostDay]:
+    """Per project and UTC day of the last `days` days (today included), oldest first: the
+    observer's tokens and calls, and the observations stored; days with neither left out."""
+    utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+    first = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) - timedelta(days=days - 1)
+    async with db.use() as conn:
+        calls = await conn.fetch(_CALLS_BY_DAY, (p.iso_utc(first),))
+        stored = await conn.fetch(_OBSERVATIONS_BY_DAY, (p.epoch_ms(first),))
+    found = {(row["project"], row["day"]): r.cost_day(row) for row in calls}
+    for row in stored:
+        day = (_EPOCH_DAY + timedelta(days=int(row["day_number"]))).isoformat()
+        key = (row["project"], day)
+        spent = found.get(key) or CostDay(project=row["project"], day=day)
+        found[key] = msgspec.structs.replace(spent, observations=int(row["observations"]))
+    return [found[key] for key in sorted(found, key=lambda k: (k[1], k[0]))]
 
 
 async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:

@@ -22,6 +22,7 @@ from worker.storage.protocol import check_one_session
 from worker.storage.records import (
     BatchResult,
     BatchWrite,
+    CostDay,
     DroppedRow,
     PromptRow,
     SessionRow,
@@ -138,6 +139,11 @@ class SqlStore:
     async def counts(self) -> StoreCounts:
         """Row counts and token totals."""
         return await sql_read.counts(self._db)
+
+    async def cost_by_day(self, days: int = 14) -> list[CostDay]:
+        """Observer tokens, calls and stored observations per project and UTC day, oldest
+        first, over the last `days` days (today included)."""
+        return await sql_read.cost_by_day(self._db, self._clock(), days)
 
     async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
         """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""

@@ -114,6 +114,8 @@ def stats(as_json: JsonFlag = False) -> None:
         f"store: {store['observations']} observations, {store['summaries']} summaries,"
         f" {store['sessions']} sessions, {store['dropped_outputs']} dropped replies"
     )
+    if cost := data.get("cost"):
+        print("\n".join(_cost_lines(cost)))
 
 
 def _budget_line(budget: dict[str, Any]) -> str:
@@ -125,6 +127,51 @@ def _budget_line(budget: dict[str, Any]) -> str:
         f"budget {budget['day']} UTC: {budget['used']} of {limit} tokens;"
         f" per project (limit {per_project}): {projects}"
     )
+
+
+def _cost_lines(cost: dict[str, Any]) -> list[str]:
+    """The cost section: the window's totals, tokens per observation, a project-day table."""
+    priced = cost["prices"] is not None
+    lines = [
+        f"cost {cost['first_day']}..{cost['last_day']} UTC ({cost['window_days']} days):"
+        f" {cost['calls']} observer calls, {cost['observations']} observations stored",
+        f"  tokens: input={cost['input_tokens']} cached_input={cost['cached_input_tokens']}"
+        f" output={cost['output_tokens']}"
+        + (f"; spend {_money(cost['spend'])} at the MEMQ_PRICE_* prices" if priced else ""),
+    ]
+    per = cost["per_observation"]
+    lines.append(
+        "  tokens per observation: "
+        + (
+            f"input={per['input_tokens']} cached_input={per['cached_input_tokens']}"
+            f" output={per['output_tokens']}"
+            if per
+            else "none stored"
+        )
+    )
+    header = ["day", "project", "calls", "observations", "input", "cached_input", "output"]
+    table = [
+        [
+            d["day"],
+            d["project"],
+            *(str(d[k]) for k in ("calls", "observations", "input_tokens")),
+            *(str(d[k]) for k in ("cached_input_tokens", "output_tokens")),
+        ]
+        + ([_money(d["spend"])] if priced else [])
+        for d in cost["days"]
+    ]
+    header += ["spend"] if priced else []
+    widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header))]
+    for row in [header, *table]:
+        lines.append(
+            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        )
+    return lines
+
+
+def _money(spend: float) -> str:
+    # No currency sign: the prices are in whatever currency the user set them in.
+    return f"{spend:.4f}"
 
 
 def _from_store(read: Callable[[Store], Coroutine[Any, Any, T]]) -> T:

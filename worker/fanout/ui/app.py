@@ -40,6 +40,7 @@ from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is
 from worker.fanout.ui.pages import Pages, TypeLabel
 from worker.http_serving import MIN_TOKEN_CHARS, is_loopback
 from worker.keys import Keys
+from worker.ops.cost import CostReader, Prices
 from worker.ops.stats import collect_stats
 from worker.replies import as_text
 from worker.storage.protocol import Store
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 _LIST_LIMIT = 100
 _READY_TIMEOUT_S = 5.0
+_COST_MAX_AGE_S = 30.0  # the panel's cost figures and charts are at most this old
 
 
 def check_bind(host: str, token: str | None) -> None:
@@ -76,11 +78,14 @@ class UiDeps:
     types: dict[str, TypeLabel]
     token: str | None = None
     max_streams: int = 64  # open event streams (MEMQ_UI_MAX_STREAMS)
+    prices: Prices | None = None  # MEMQ_PRICE_*_PER_MTOK, for the panel's spend figure
 
 
 def build_app(deps: UiDeps) -> Starlette:
     """The ASGI app; its lifespan runs the feed reader."""
     pages = Pages(deps.types)
+    # Per-day figures: a panel refreshing every 5 s need not re-read them each time.
+    cost = CostReader(deps.store, deps.prices, max_age_s=_COST_MAX_AGE_S)
     hub = FeedHub(deps.redis, deps.keys, pages.card, deps.max_streams)
 
     @contextlib.asynccontextmanager
@@ -105,7 +110,7 @@ def build_app(deps: UiDeps) -> Starlette:
             rows,
             filters=filters,
             sessions=await deps.store.sessions(limit=200),
-            stats=await _stats(deps),
+            stats=await _stats(deps, cost),
             last_event_id=last_event_id,
             events_url=events_url(filters),
         )
@@ -144,7 +149,8 @@ def build_app(deps: UiDeps) -> Starlette:
         )
 
     async def stats_partial(request: Request) -> Response:
-        return HTMLResponse(pages.stats(await _stats(deps)))
+        project = no_nul(request.query_params.get("project", ""), "project") or None
+        return HTMLResponse(pages.stats(await _stats(deps, cost), project))
 
     async def api_items(request: Request) -> Response:
         limit = _limit(request)
@@ -158,7 +164,7 @@ def build_app(deps: UiDeps) -> Starlette:
         return _json(await deps.store.timeline(_session_id(request)))
 
     async def api_stats(request: Request) -> Response:
-        return _json(await _stats(deps))
+        return _json(await _stats(deps, cost))
 
     routes = [
         Route("/", index),
@@ -216,8 +222,9 @@ async def _last_feed_id(deps: UiDeps) -> str:
     return as_text(raw)
 
 
-async def _stats(deps: UiDeps) -> dict[str, Any]:
-    stats = msgspec.to_builtins(await collect_stats(deps.redis, deps.keys, deps.store))
+async def _stats(deps: UiDeps, cost: CostReader) -> dict[str, Any]:
+    found = await collect_stats(deps.redis, deps.keys, deps.store, cost=cost)
+    stats = msgspec.to_builtins(found)
     assert isinstance(stats, dict)
     return stats
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import jinja2
 import msgspec
 
+from worker.fanout.ui.charts import cost_charts
 from worker.fanout.ui.filters import Filters
 from worker.storage.index_records import TimelineEntry
 from worker.storage.records import SessionRow, StoredRow
@@ -79,7 +81,7 @@ class Pages:
             sessions=sessions,
             project_options=[("", "All projects"), *((p, p) for p in projects)],
             type_options=type_options,
-            pairs=stat_pairs(stats),
+            **panel(stats, filters.project or None),
             last_event_id=last_event_id,
             events_url=events_url,
         )
@@ -101,9 +103,24 @@ class Pages:
             events_url=events_url,
         )
 
-    def stats(self, stats: Mapping[str, object]) -> str:
-        """The operator panel's figures as <dt>/<dd> pairs."""
-        return self.env.get_template("stats.html").render(pairs=stat_pairs(stats))
+    def stats(self, stats: Mapping[str, object], project: str | None = None) -> str:
+        """The operator panel's figures as <dt>/<dd> pairs, its cost charts of `project`
+        (all projects when None)."""
+        return self.env.get_template("stats.html").render(**panel(stats, project))
+
+
+def panel(stats: Mapping[str, object], project: str | None) -> dict[str, Any]:
+    """What stats.html renders: the figures, the cost charts and the project-day table."""
+    cost = stats.get("cost")
+    cost = cost if isinstance(cost, dict) else None
+    days = [] if cost is None else list(reversed(cost["days"]))  # newest first
+    return {
+        "pairs": stat_pairs(stats),
+        "charts": cost_charts(cost, project),
+        "cost_project": project,
+        "cost_days": [d for d in days if project is None or d["project"] == project],
+        "priced": cost is not None and cost["prices"] is not None,
+    }
 
 
 def stat_pairs(stats: Mapping[str, object]) -> list[tuple[str, str, str]]:
@@ -128,4 +145,32 @@ def stat_pairs(stats: Mapping[str, object]) -> list[tuple[str, str, str]]:
         ),
         ("Dead letters", "dead", str(stats.get("dead_letters", "—"))),
         ("Outcomes", "outcomes", counts or "—"),
+        *_cost_pairs(stats.get("cost")),
     ]
+
+
+def _cost_pairs(cost: object) -> list[tuple[str, str, str]]:
+    """The cost figures of `memq stats`: tokens per stored observation, totals, spend."""
+    if not isinstance(cost, dict):
+        return []
+    window = f"{cost['window_days']} d, all projects"
+    per = cost["per_observation"]
+    per_text = (
+        f"input {per['input_tokens']:,.0f} · cached {per['cached_input_tokens']:,.0f}"
+        f" · output {per['output_tokens']:,.0f}"
+        if per
+        else "no observation stored"
+    )
+    pairs = [
+        (f"Tokens per observation ({window})", "tokens-per-observation", per_text),
+        (
+            f"Observer tokens ({window})",
+            "cost-tokens",
+            f"input {cost['input_tokens']:,} · cached {cost['cached_input_tokens']:,}"
+            f" · output {cost['output_tokens']:,} in {cost['calls']:,} calls,"
+            f" {cost['observations']:,} observations",
+        ),
+    ]
+    if cost["spend"] is not None:
+        pairs.append((f"Observer spend ({window})", "spend", f"{cost['spend']:.4f}"))
+    return pairs

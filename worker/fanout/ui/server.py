@@ -15,6 +15,7 @@ from worker.fanout.ui.live import FeedHub
 from worker.fanout.ui.pages import TypeLabel
 from worker.http_serving import QuietServer, base_url, listen
 from worker.keys import Keys
+from worker.ops.cost import prices_from
 from worker.settings import Settings
 from worker.storage.factory import open_store
 
@@ -57,7 +58,10 @@ async def run_ui(
         await store.ping()
         sock = listen(host, port)
         keys = Keys(settings.prefix)
-        app = build_app(UiDeps(redis, keys, store, labels, token, settings.ui_max_streams))
+        deps = UiDeps(
+            redis, keys, store, labels, token, settings.ui_max_streams, prices_from(settings)
+        )
+        app = build_app(deps)
         config = uvicorn.Config(
             app,
             log_config=None,

@@ -13,8 +13,12 @@
     return template.content.firstElementChild;
   }
 
+  // The panel's cost charts follow the page's project filter.
+  const project = new URLSearchParams(location.search).get("project");
+  const statsUrl = "/partials/stats" + (project ? "?project=" + encodeURIComponent(project) : "");
+
   function refreshStats() {
-    fetch("/partials/stats", { credentials: "same-origin" })
+    fetch(statsUrl, { credentials: "same-origin" })
       .then((r) => (r.ok ? r.text() : null))
       .then((html) => { if (html !== null) stats.innerHTML = html; })
       .catch(() => {});
