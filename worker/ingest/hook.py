@@ -23,6 +23,7 @@ from pipeline.errors import PipelineError
 from pipeline.events import Event
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.claude_code import HookPayloadError, decode_payload, events_from_payload
+from worker.ingest.file_hashes import with_file_hashes
 from worker.ingest.producer import PublishRefusedError, SyncProducer, prepare_event
 from worker.ingest.spool import Spool
 from worker.private_files import tighten_data_dir
@@ -107,10 +108,11 @@ def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: 
         from worker.search.context import session_start_output
 
         # The one output on stdout: Claude Code injects it as the new session's context.
-        sys.stdout.write(session_start_output(settings, project, deadline - time.monotonic()))
+        remaining = deadline - time.monotonic()
+        sys.stdout.write(session_start_output(settings, project, remaining, payload.cwd or None))
     if events:
         in_flight.spool = Spool.from_settings(settings)
-        in_flight.events = [prepare_event(e, settings) for e in events]
+        in_flight.events = [prepare_event(with_file_hashes(e), settings) for e in events]
         _deliver(in_flight.events, settings, deadline, in_flight.spool)
         in_flight.events = ()
 

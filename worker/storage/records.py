@@ -27,6 +27,9 @@ class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     type_fallback: bool = False
     source_event_ids: list[str] = []
+    file_hashes: dict[str, str | None] = {}
+    """Evidence path (relative to the checkout's root when inside it) -> SHA-256 after the
+    batch's last call touching it; None when unknown."""
 
 
 class SummaryRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,6 +134,9 @@ class StoredRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
     concepts: list[str] | None = None
     files_read: list[str] | None = None
     files_modified: list[str] | None = None
+    file_hashes: dict[str, str | None] | None = None
+    stale_files: list[str] | None = None
+    """Set by the read surfaces on the agent host (worker/search/freshness.py)."""
     # summary fields
     request: str | None = None
     investigated: str | None = None
