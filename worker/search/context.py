@@ -137,7 +137,7 @@ def render(
     The Markdown sits inside a labelled <memq-notes> block that says it is data, not
     instructions; every stored text in it is one line, and cannot close the block.
     """
-    if summary is None and not observations:
+    if summary is None and not observations and not stale_left_out:
         return "", []
     budget_chars -= len(NOTES_OPEN) + len(NOTES_CLOSE)
     parts = [f"# memq: what happened recently in {_data(project)}\n"]
@@ -149,6 +149,8 @@ def render(
                 parts.append(f"- **{label}:** {_clip(value, SUMMARY_FIELD_CHARS)}\n")
     text = _fit("".join(parts), budget_chars)
     shown: list[StoredRow] = []
+    if stale_left_out and not observations:
+        text = _fit(text + f"\n({_left_out(stale_left_out)})\n", budget_chars)
     if observations:
         heading = "\n## Recent observations\n"
         if stale_left_out:
