@@ -82,7 +82,9 @@ async def make_store(path: Path, root: Path, hashes: dict[str, str], *, hashed: 
     await store.aclose()
 
 
-def hook_times(root: Path, data_dir: Path, runs: int) -> list[float]:
+def hook_times(root: Path, data_dir: Path, runs: int) -> tuple[list[float], int]:
+    """Wall times of SessionStart hook processes, and how many printed no context (out of
+    time: the hook gives storage what is left of its 0.65 s work budget)."""
     command = [str(Path(sys.executable).parent / "memq"), "hook", "claude-code"]
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
@@ -94,17 +96,18 @@ def hook_times(root: Path, data_dir: Path, runs: int) -> list[float]:
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # a worktree's code, not the installed one
     payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s2", "cwd": str(root)})
-    times = []
+    times, empty = [], 0
     for i in range(-2, runs):  # two warm-up runs fill the bytecode cache
         started = time.perf_counter()
         done = subprocess.run(command, input=payload, env=env, cwd=root, capture_output=True,
                               text=True, check=False)  # fmt: skip
         elapsed = time.perf_counter() - started
-        if i >= 0 and "memq-notes" not in done.stdout:
-            raise SystemExit(f"no context: {done.returncode} {done.stdout} {done.stderr}")
+        if i >= 0 and (done.returncode != 0 or done.stderr):
+            raise SystemExit(f"hook run failed: {done.returncode} {done.stderr}")
         if i >= 0:
             times.append(elapsed)
-    return times
+            empty += "memq-notes" not in done.stdout
+    return times, empty
 
 
 async def check_times(root: Path, db: Path, runs: int) -> tuple[list[float], int]:
@@ -133,9 +136,9 @@ def main() -> None:
             data = Path(tmp) / f"data-{hashed}"
             data.mkdir()
             asyncio.run(make_store(data / "memq.db", root, hashes, hashed=hashed))
-            times = hook_times(root, data, options.runs)
+            times, empty = hook_times(root, data, options.runs)
             label = f"{FILES} files checked" if hashed else "no stored hashes (no checks)"
-            rows.append([f"SessionStart hook, {options.runs} runs", label,
+            rows.append([f"SessionStart hook, {options.runs} runs ({empty} out of time)", label,
                          f"{percentile(times, 50) * 1000:.0f} ms",
                          f"{percentile(times, 99) * 1000:.0f} ms"])  # fmt: skip
             if hashed:
