@@ -64,6 +64,12 @@ def test_a_patch_names_every_file_and_unknowns_are_null(repo: Path, tmp_path: Pa
     }
 
 
+def test_files_left_when_the_time_budget_is_spent_are_unknown(repo: Path) -> None:
+    call = with_file_hashes(_call(repo, "Read", {"file_path": "src/a.py"}), budget_s=-1.0)
+    assert isinstance(call, ToolCall)
+    assert call.file_hashes == {"src/a.py": None}
+
+
 def test_calls_without_file_evidence_and_other_events_are_unchanged(repo: Path) -> None:
     bash = _call(repo, "Bash", {"command": "cat src/a.py"})
     prompt = Prompt(event_id="p1", memory_session_id="s1", project="p", occurred_at=NOW,
