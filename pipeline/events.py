@@ -14,6 +14,7 @@ from pipeline.errors import EventDecodeError
 _ID_PATTERN = r"^[^\s\x00-\x1f{}]+$"
 Identifier = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=_ID_PATTERN)]
 Timestamp = Annotated[datetime, msgspec.Meta(tz=True)]
+Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
 
 
 class _Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="kind"):
@@ -41,6 +42,9 @@ class ToolCall(_Event, frozen=True, kw_only=True, tag="tool_call"):
     tool_output: Any = None
     cwd: str = ""
     tool_use_id: str | None = None
+    file_hashes: dict[str, Sha256Hex | None] | None = None
+    """Each evidence path (relative to the checkout's root when inside it) -> SHA-256 of its
+    content after the call; None when unknown (over 2 MB, unreadable). Absent in older events."""
 
 
 class Summarize(_Event, frozen=True, kw_only=True, tag="summarize"):

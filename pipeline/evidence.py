@@ -48,6 +48,14 @@ def file_evidence(calls: Sequence[ToolCall]) -> FileEvidence:
     return FileEvidence(read=_dedupe(read), modified=_dedupe(modified))
 
 
+def evidence_hashes(calls: Sequence[ToolCall]) -> dict[str, str | None]:
+    """The batch's `file_hashes`, merged: a later call's hash of a path wins (content after it)."""
+    merged: dict[str, str | None] = {}
+    for call in calls:
+        merged.update(call.file_hashes or {})
+    return merged
+
+
 def patch_paths(patch: str) -> list[str]:
     """Paths a patch touches: `*** Update/Add/Delete File:`, `*** Move to:` and diff `+++` lines.
 

@@ -27,6 +27,9 @@ class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     type_fallback: bool = False
     source_event_ids: list[str] = []
+    file_hashes: dict[str, str | None] = {}
+    """Evidence path (relative to the checkout's root when inside it) -> SHA-256 after the
+    batch's last call touching it; None when unknown."""
 
 
 class SummaryRecord(msgspec.Struct, frozen=True, kw_only=True):

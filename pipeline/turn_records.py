@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import ToolCall
-from pipeline.evidence import file_evidence, mentioned_paths, merge_model_files
+from pipeline.evidence import evidence_hashes, file_evidence, mentioned_paths, merge_model_files
 from pipeline.parser import ParsedObservation, ParsedSummary
 from pipeline.records import ObservationRecord, SummaryRecord
 
@@ -30,6 +30,7 @@ def observation_records(
     """
     evidence = file_evidence(calls)
     batch_paths = mentioned_paths(calls)
+    hashes = evidence_hashes(calls)
     return [
         ObservationRecord(
             memory_session_id=session,
@@ -48,6 +49,7 @@ def observation_records(
             model=model,
             type_fallback=o.type_fallback,
             source_event_ids=event_ids,
+            file_hashes=hashes,
         )
         for o in observations
     ]

@@ -53,3 +53,14 @@ def _repository_of_git_file(directory: Path, dot_git: Path) -> Path:
         return directory
     common_dir = Path(os.path.normpath(gitdir / common))
     return common_dir.parent if common_dir.name == ".git" else common_dir
+
+
+def checkout_root(path: Path) -> Path | None:
+    """The top-level directory of the git checkout holding `path` (a worktree's own), or None."""
+    for directory in (path, *path.parents):
+        try:
+            if (directory / ".git").exists():
+                return directory
+        except OSError:
+            return None
+    return None

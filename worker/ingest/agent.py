@@ -86,7 +86,11 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
 
             # It runs its own event loop (the command hook has none): so, a thread.
             output = await asyncio.to_thread(
-                session_start_output, settings, hook_input.project, SESSION_START_BUDGET_S
+                session_start_output,
+                settings,
+                hook_input.project,
+                SESSION_START_BUDGET_S,
+                hook_input.payload.cwd or None,
             )
         if hook_input.events:
             await publisher.submit(hook_input.events)

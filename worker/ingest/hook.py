@@ -101,7 +101,8 @@ def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: 
         from worker.search.context import session_start_output
 
         # The one output on stdout: Claude Code injects it as the new session's context.
-        out = session_start_output(settings, hook_input.project, deadline - time.monotonic())
+        cwd = hook_input.payload.cwd or None
+        out = session_start_output(settings, hook_input.project, deadline - time.monotonic(), cwd)
         sys.stdout.write(out)
     if hook_input.events:
         in_flight.spool = Spool.from_settings(settings)

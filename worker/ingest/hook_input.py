@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from pipeline.events import Event
 from worker.ingest.claude_code import ClaudeCodePayload, decode_payload, events_from_payload
+from worker.ingest.file_hashes import with_file_hashes
 from worker.ingest.producer import prepare_event
 from worker.project import resolve_project
 from worker.settings import Settings
@@ -31,4 +32,7 @@ def read_hook_input(raw: bytes, settings: Settings, *, default_cwd: str) -> Hook
     events = events_from_payload(
         payload, project=project, host=socket.gethostname(), now=datetime.now(UTC)
     )
-    return HookInput(payload, project, [prepare_event(e, settings) for e in events])
+    # The hashes of the files each call touched, as they are now: later readers mark a memory
+    # whose files changed since.
+    prepared = [prepare_event(with_file_hashes(e), settings) for e in events]
+    return HookInput(payload, project, prepared)

@@ -6,9 +6,11 @@ import asyncio
 import json
 import re
 from datetime import datetime
+from typing import Literal
 
 import msgspec
 
+from worker.search.freshness import BUDGET_S, Freshness, changed_note
 from worker.settings import Settings
 from worker.storage.protocol import ReadStore
 from worker.storage.records import StoredRow
@@ -39,6 +41,8 @@ NOTES_OPEN = (
 )
 NOTES_CLOSE = "\n</memq-notes>\n"
 _NOTES_TAG = re.compile(r"<(/?)(memq-notes)", re.IGNORECASE)
+# `prefer`: stale observations only fill what fresh ones leave; `fresh_only`: never shown.
+StaleChoice = Literal["prefer", "fresh_only"]
 SUMMARY_FIELDS = (
     ("request", "Request"),
     ("completed", "Completed"),
@@ -56,21 +60,59 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     summary: StoredRow | None
     observations: list[StoredRow]
     markdown: str
+    stale_left_out: int = 0
+    """Observations relevant enough to show but left out: their files changed since."""
 
 
 async def build_context(
-    store: ReadStore, project: str, *, limit: int = DEFAULT_LIMIT, budget_chars: int = 8000
+    store: ReadStore,
+    project: str,
+    *,
+    limit: int = DEFAULT_LIMIT,
+    budget_chars: int = 8000,
+    freshness: Freshness | None = None,
+    stale: StaleChoice = "prefer",
 ) -> Context:
-    """The project's latest summary and its most relevant recent observations, within budget."""
+    """The project's latest summary and its most relevant recent observations, within budget.
+
+    With `freshness`, observations whose files changed since are marked and preferred less.
+    """
     summary = await store.latest_summary(project)
     recent = [
         r
         for r in await store.observations(project=project, limit=CANDIDATES)
         if r.kind == "observation"
     ]
-    chosen = pick_relevant(recent, limit)
-    markdown, shown = render(project, summary, chosen, budget_chars)
-    return Context(project=project, summary=summary, observations=shown, markdown=markdown)
+    if freshness is not None:
+        recent = freshness.mark(recent)
+    chosen, left_out = pick_fresh(recent, limit, stale)
+    markdown, shown = render(project, summary, chosen, budget_chars, left_out)
+    return Context(
+        project=project,
+        summary=summary,
+        observations=shown,
+        markdown=markdown,
+        stale_left_out=left_out,
+    )
+
+
+def pick_fresh(
+    newest_first: list[StoredRow], limit: int, stale: StaleChoice
+) -> tuple[list[StoredRow], int]:
+    """pick_relevant, stale rows only filling the places fresh ones leave (never, if
+    `fresh_only`); and how many stale rows of the plain pick were left out."""
+    fresh = [r for r in newest_first if not r.stale_files]
+    if len(fresh) == len(newest_first):
+        return pick_relevant(newest_first, limit), 0
+    chosen = pick_relevant(fresh, limit)
+    if stale == "prefer" and len(chosen) < limit:
+        stale_rows = [r for r in newest_first if r.stale_files]
+        extra = {id(r) for r in pick_relevant(stale_rows, limit - len(chosen))}
+        taken = {id(r) for r in chosen} | extra
+        chosen = [r for r in newest_first if id(r) in taken]
+    shown = {id(r) for r in chosen}
+    plain = pick_relevant(newest_first, limit)
+    return chosen, sum(1 for r in plain if r.stale_files and id(r) not in shown)
 
 
 def pick_relevant(newest_first: list[StoredRow], limit: int) -> list[StoredRow]:
@@ -84,14 +126,18 @@ def pick_relevant(newest_first: list[StoredRow], limit: int) -> list[StoredRow]:
 
 
 def render(
-    project: str, summary: StoredRow | None, observations: list[StoredRow], budget_chars: int
+    project: str,
+    summary: StoredRow | None,
+    observations: list[StoredRow],
+    budget_chars: int,
+    stale_left_out: int = 0,
 ) -> tuple[str, list[StoredRow]]:
     """Markdown within `budget_chars`, and the observations that fit (newest first).
 
     The Markdown sits inside a labelled <memq-notes> block that says it is data, not
     instructions; every stored text in it is one line, and cannot close the block.
     """
-    if summary is None and not observations:
+    if summary is None and not observations and not stale_left_out:
         return "", []
     budget_chars -= len(NOTES_OPEN) + len(NOTES_CLOSE)
     parts = [f"# memq: what happened recently in {_data(project)}\n"]
@@ -103,8 +149,12 @@ def render(
                 parts.append(f"- **{label}:** {_clip(value, SUMMARY_FIELD_CHARS)}\n")
     text = _fit("".join(parts), budget_chars)
     shown: list[StoredRow] = []
+    if stale_left_out and not observations:
+        text = _fit(text + f"\n({_left_out(stale_left_out)})\n", budget_chars)
     if observations:
         heading = "\n## Recent observations\n"
+        if stale_left_out:
+            heading += f"({_left_out(stale_left_out)})\n"
         for row in observations:
             item = _observation(row)
             if len(text) + len(heading) * (not shown) + len(item) > budget_chars:
@@ -114,10 +164,17 @@ def render(
     return NOTES_OPEN + text.rstrip("\n") + NOTES_CLOSE, shown
 
 
+def _left_out(count: int) -> str:
+    rows = "observation" if count == 1 else "observations"
+    return f"left out {count} {rows} about files changed since"
+
+
 def _observation(row: StoredRow) -> str:
     title = _data(row.title or "(untitled)")
     subtitle = f" — {_data(row.subtitle)}" if row.subtitle else ""
-    line = f"- **#{row.id} {row.type}** {title}{subtitle} ({_when(row.created_at)[:10]})\n"
+    note = changed_note(row.stale_files)
+    changed = f" {_data(note)}" if note else ""
+    line = f"- **#{row.id} {row.type}** {title}{subtitle} ({_when(row.created_at)[:10]}){changed}\n"
     detail = row.narrative or "; ".join(row.facts or [])
     if detail.strip():
         line += f"  {_clip(detail, NARRATIVE_CHARS)}\n"
@@ -145,7 +202,9 @@ def _fit(text: str, budget: int) -> str:
     return text if len(text) <= budget else text[: budget - 2].rstrip() + "…\n"
 
 
-def session_start_output(settings: Settings, project: str, timeout_s: float) -> str:
+def session_start_output(
+    settings: Settings, project: str, timeout_s: float, cwd: str | None = None
+) -> str:
     """Claude Code's SessionStart hook output injecting the context; "" when there is none.
 
     Never raises and never waits past `timeout_s`: storage that is missing, locked or broken
@@ -161,7 +220,11 @@ def session_start_output(settings: Settings, project: str, timeout_s: float) -> 
         try:
             return (
                 await build_context(
-                    store, project, limit=DEFAULT_LIMIT, budget_chars=settings.context_chars
+                    store,
+                    project,
+                    limit=DEFAULT_LIMIT,
+                    budget_chars=settings.context_chars,
+                    freshness=Freshness.here(cwd, budget_s=min(BUDGET_S, timeout_s / 3)),
                 )
             ).markdown
         finally:

@@ -49,6 +49,8 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     created_at: str
     score: float
     snippet: str
+    stale_files: list[str] = []
+    """Set on the agent host by worker/search/freshness.py (`mark_hits`)."""
 
 
 class SearchResult(msgspec.Struct, frozen=True, kw_only=True):

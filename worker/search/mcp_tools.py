@@ -9,6 +9,7 @@ import msgspec
 
 from worker.errors import WorkerError
 from worker.search.context import build_context
+from worker.search.freshness import Freshness, changed_note
 from worker.search.hybrid import RowKey, SearchHit, VectorSearch, search
 from worker.search.mcp_text import as_data, bounded, cell, counted, cut_line
 from worker.settings import Settings
@@ -32,7 +33,10 @@ SEARCH_FOOTER = (
 )
 NO_MATCH_FOOTER = "Nothing matched: try other or fewer words, or drop a filter.\n"
 # The row fields shown as the heading of a full row, not again in its list.
-_HEADING_FIELDS = frozenset({"kind", "id", "memory_session_id", "project", "created_at", "type"})
+# file_hashes: what stale_files is computed from, not worth a model's tokens.
+_HEADING_FIELDS = frozenset(
+    {"kind", "id", "memory_session_id", "project", "created_at", "type", "file_hashes"}
+)
 
 
 class ToolInputError(WorkerError):
@@ -63,12 +67,15 @@ async def search_index(
     max_chars: int,
     vectors: VectorSearch | None = None,
     vectors_off_reason: str = "vector index off (MEMQ_CHROMA=off)",
+    freshness: Freshness | None = None,
 ) -> str:
     """A compact table of matches (id, kind, type, title, project, session, date, snippet)."""
     result = await search(
         store, query, filters=filters, limit=limit, vectors=vectors,
         vectors_off_reason=vectors_off_reason,
     )  # fmt: skip
+    hits = await (freshness or Freshness.here()).mark_hits(store, result.hits)
+    result = msgspec.structs.replace(result, hits=hits)
     head = f"{counted(len(result.hits), MATCHES)} for {as_data(query)!r}"
     head += f" (note: {result.notice})\n" if result.notice else "\n"
     if not result.hits:
@@ -84,14 +91,16 @@ async def search_index(
     )
 
 
-async def observations_text(store: Store, ids: Sequence[int | str], *, max_chars: int) -> str:
+async def observations_text(
+    store: Store, ids: Sequence[int | str], *, max_chars: int, freshness: Freshness | None = None
+) -> str:
     """The full stored rows of observation ids and `summary:<id>` refs, in the order asked."""
     keys = list(dict.fromkeys(parse_ref(i) for i in ids))
     if not keys:
         raise ToolInputError("ids is empty: give ids as search lists them, e.g. [12, 'summary:3']")
     if len(keys) > MAX_IDS:
         raise ToolInputError(f"{len(keys)} ids: ask for at most {MAX_IDS} in one call")
-    rows = await store.rows_by_keys(keys)
+    rows = (freshness or Freshness.here()).mark(await store.rows_by_keys(keys))
     found = {(r.kind, r.id) for r in rows}
     missing = [ref(k) for k in keys if k not in found]
     head = (
@@ -119,6 +128,7 @@ async def timeline_text(
     before: int,
     after: int,
     max_chars: int,
+    freshness: Freshness | None = None,
 ) -> str:
     """A session's prompts, observations and summaries in order, one line each."""
     if (session is None) == (around is None):
@@ -138,6 +148,7 @@ async def timeline_text(
         at = next((i for i, e in enumerate(entries) if (e.kind, e.id) == key), 0)
         first = max(0, at - before)
         entries = entries[first : at + after + 1]
+    entries = (freshness or Freshness.here()).mark_timeline(entries)
     head = f"session {as_data(session)}: entries {first + 1}-{first + len(entries)} of {total}\n"
     lines = [_timeline_line(e, (e.kind, e.id) == key) for e in entries]
 
@@ -148,9 +159,21 @@ async def timeline_text(
     return bounded(head, lines, footer="", max_chars=max_chars, cut_note=note)
 
 
-async def context_text(store: Store, project: str, *, context_chars: int, max_chars: int) -> str:
+async def context_text(
+    store: Store,
+    project: str,
+    *,
+    context_chars: int,
+    max_chars: int,
+    freshness: Freshness | None = None,
+) -> str:
     """`memq context`'s Markdown (already a notes block), within both budgets."""
-    result = await build_context(store, project, budget_chars=min(context_chars, max_chars))
+    result = await build_context(
+        store,
+        project,
+        budget_chars=min(context_chars, max_chars),
+        freshness=freshness or Freshness.here(),
+    )
     if not result.markdown:
         return f"memq has nothing stored for project {as_data(project)!r} yet.\n"
     return result.markdown
@@ -186,6 +209,8 @@ def _hit_row(h: SearchHit) -> str:
     title = h.title or "(untitled)"
     if h.subtitle:
         title += f" — {h.subtitle}"
+    if h.stale_files:
+        title += f" {changed_note(h.stale_files)}"
     # A vector match's snippet is often the title itself: not worth its tokens twice.
     snippet = "" if h.snippet in (h.title, title) else h.snippet
     cells = (
@@ -221,7 +246,8 @@ def _timeline_line(e: TimelineEntry, marked: bool) -> str:
         return f"{start} summary:{row.id}: {as_data(text, PROMPT_CHARS)}\n"
     title = as_data(row.title or "(untitled)", 160)
     subtitle = f" — {as_data(row.subtitle, 160)}" if row.subtitle else ""
-    return f"{start} {row.id} {row.type}: {title}{subtitle}\n"
+    changed = f" {as_data(changed_note(row.stale_files))}" if row.stale_files else ""
+    return f"{start} {row.id} {row.type}: {title}{subtitle}{changed}\n"
 
 
 def _when(iso: str) -> str:

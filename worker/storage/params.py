@@ -77,6 +77,7 @@ def observation_params(o: ObservationRecord) -> tuple[Any, ...]:
         json_list(o.source_event_ids),
         iso_utc(o.created_at),
         epoch_ms(o.created_at),
+        msgspec.json.encode(o.file_hashes).decode(),
     )
 
 
@@ -143,6 +144,7 @@ def stored_observation(row_id: int, o: ObservationRecord) -> StoredRow:
         concepts=list(o.concepts),
         files_read=list(o.files_read),
         files_modified=list(o.files_modified),
+        file_hashes=dict(o.file_hashes) or None,
     )
 
 

@@ -72,6 +72,9 @@ class StoredRow(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
     concepts: list[str] | None = None
     files_read: list[str] | None = None
     files_modified: list[str] | None = None
+    file_hashes: dict[str, str | None] | None = None
+    stale_files: list[str] | None = None
+    """Set by the read surfaces on the agent host (worker/search/freshness.py)."""
     # summary fields
     request: str | None = None
     investigated: str | None = None

@@ -10,6 +10,7 @@ from worker.storage.records import CostDay, DroppedRow, SessionRow, StoreCounts,
 from worker.storage.sql_conn import Row
 
 _decode_list = msgspec.json.Decoder(list[str])
+_decode_hashes = msgspec.json.Decoder(dict[str, str | None])
 
 _SHARED_COLUMNS = ("id", "memory_session_id", "project", "created_at", "created_at_epoch_ms")
 _OBSERVATION_COLUMNS = (
@@ -21,10 +22,11 @@ _OBSERVATION_COLUMNS = (
     "concepts",
     "files_read",
     "files_modified",
+    "file_hashes",
 )
 _SUMMARY_COLUMNS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
 # Stored as JSON lists; selected as text, decoded by stored_row.
-_JSON_COLUMNS = frozenset({"facts", "concepts", "files_read", "files_modified"})
+_JSON_COLUMNS = frozenset({"facts", "concepts", "files_read", "files_modified", "file_hashes"})
 
 
 class RowSelects:
@@ -78,6 +80,10 @@ def _list_or_none(text: str | None) -> list[str] | None:
     return None if text is None else _decode_list.decode(text)
 
 
+def _hashes_or_none(text: str | None) -> dict[str, str | None] | None:
+    return (_decode_hashes.decode(text) or None) if text is not None else None
+
+
 def stored_row(row: Row) -> StoredRow:
     """Map a row of a RowSelects query to a StoredRow."""
     return StoredRow(
@@ -95,6 +101,7 @@ def stored_row(row: Row) -> StoredRow:
         concepts=_list_or_none(row["concepts"]),
         files_read=_list_or_none(row["files_read"]),
         files_modified=_list_or_none(row["files_modified"]),
+        file_hashes=_hashes_or_none(row["file_hashes"]),
         request=row["request"],
         investigated=row["investigated"],
         learned=row["learned"],

@@ -25,7 +25,7 @@ RUNNER = CliRunner()
 T0 = datetime(2026, 11, 2, 9, 30, tzinfo=UTC)
 HIT_FIELDS = {
     "id", "kind", "type", "title", "subtitle", "project", "memory_session_id", "created_at",
-    "score", "snippet",
+    "score", "snippet", "stale_files",
 }  # fmt: skip
 
 
@@ -207,7 +207,7 @@ def test_context_is_markdown_within_the_budget(
     code, out, _ = memq("context", "--project", "shop", "--json")
     assert code == 0
     ctx = json.loads(out)
-    assert set(ctx) == {"project", "summary", "observations", "markdown"}
+    assert set(ctx) == {"project", "summary", "observations", "markdown", "stale_left_out"}
     assert ctx["summary"]["request"] == "Fix the login test"
     assert "**Next steps:** Check signup" in ctx["markdown"]
     assert [o["title"] for o in ctx["observations"]] == ["Cache TTL found", "Login test fixed"]

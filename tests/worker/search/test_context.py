@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.search.context import NOTES_CLOSE, NOTES_OPEN, pick_relevant, render
+from worker.search.context import NOTES_CLOSE, NOTES_OPEN, pick_fresh, pick_relevant, render
 from worker.storage.records import StoredRow
 
 
@@ -55,3 +55,24 @@ def test_markdown_never_exceeds_the_budget(budget: int) -> None:
 
 def test_nothing_stored_renders_nothing() -> None:
     assert render("shop", None, [], 8000) == ("", [])
+
+
+def test_stale_observations_only_fill_what_fresh_ones_leave_and_the_context_says_so() -> None:
+    stale = {"stale_files": ["src/app.py"]}
+    newest_first = [row(i, "decision", **(stale if i % 2 else {})) for i in range(6, 0, -1)]
+    chosen, left_out = pick_fresh(newest_first, 2, "prefer")
+    assert ([r.id for r in chosen], left_out) == ([6, 4], 1)  # 5 would have been shown
+    chosen, left_out = pick_fresh(newest_first, 4, "prefer")
+    assert ([r.id for r in chosen], left_out) == ([6, 5, 4, 2], 1)  # 5 fills a place, 3 not
+    chosen, left_out = pick_fresh(newest_first, 4, "fresh_only")
+    assert ([r.id for r in chosen], left_out) == ([6, 4, 2], 2)
+    text, _ = render("shop", None, chosen, 8000, left_out)
+    assert "(left out 2 observations about files changed since)" in text
+    marked, _ = render("shop", None, [newest_first[1]], 8000)
+    assert "(changed since: app.py)" in marked
+
+
+def test_only_stale_observations_with_fresh_only_still_says_what_was_left_out() -> None:
+    text, shown = render("shop", None, [], 8000, 3)
+    assert shown == []
+    assert "(left out 3 observations about files changed since)" in text

@@ -935,7 +935,7 @@ async def _migrate_all_but_the_last_step(backend: Backend) -> None:
         await conn.close()
 
 
-async def test_a_database_of_the_previous_schema_gains_the_index_and_keeps_its_rows(
+async def test_a_database_of_the_previous_schema_gains_file_hashes_and_keeps_its_rows(
     fresh_backend: Backend,
 ) -> None:
     await _migrate_all_but_the_last_step(fresh_backend)
@@ -943,17 +943,23 @@ async def test_a_database_of_the_previous_schema_gains_the_index_and_keeps_its_r
     await fresh_backend.execute(
         "INSERT INTO processed_events VALUES ('s1', 'e1', '2024-01-01T00:00:00.000Z')"
     )
-    assert not any(
-        "processed_events_processed_at" in map(str, row) for row in await fresh_backend.schema()
+    await fresh_backend.execute(
+        "INSERT INTO observations (memory_session_id, project, type, title, files_read,"
+        " content_hash, created_at, created_at_epoch_ms)"
+        " VALUES ('s1', 'p1', 'change', 'old row', '[\"a.py\"]', 'h1', 'x', 1)"
     )
     store = fresh_backend.open()
     await store.migrate()
-    assert any(
-        "processed_events_processed_at" in map(str, row) for row in await fresh_backend.schema()
-    )
     assert await fresh_backend.stored_schema_version() == fresh_backend.schema_version
     assert await store.processed_event_ids("s1", ["e1"]) == {"e1"}
-    assert await store.prune_processed(datetime(2024, 1, 2, tzinfo=UTC)) == 1
+    [old] = await store.observations(project="p1")
+    assert (old.title, old.files_read, old.file_hashes) == ("old row", ["a.py"], None)
+    hashes: dict[str, str | None] = {"a.py": "ab" * 32, "big.bin": None}
+    result = await store.write_batch(
+        batch(fence=2, observations=[obs("new row", files_read=["a.py"], file_hashes=hashes)])
+    )
+    [new] = await store.rows_by_keys([("observation", result.stored[0].id)])
+    assert new.file_hashes == hashes
 
 
 def _prompt(n: int, text: str, *, session: str = "s1") -> PromptRecord:

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 Project = Annotated[str | None, typer.Option("--project", help="One project.")]
+FreshOnly = Annotated[
+    bool,
+    typer.Option("--fresh-only", help="Leave out observations whose files changed since."),
+]
 OPEN_INDEX_TIMEOUT_S = 15.0
 
 
@@ -52,9 +56,11 @@ def search_command(
     mode: Annotated[
         str, typer.Option("--mode", help="hybrid (default), fts (keywords) or vector.")
     ] = "hybrid",
+    fresh_only: FreshOnly = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Search observations and summaries by words and by meaning."""
+    from worker.search.freshness import Freshness, changed_note
     from worker.search.hybrid import BadQueryError, check_query, match_expression, search
     from worker.storage.index_records import TextFilter
 
@@ -74,15 +80,17 @@ def search_command(
             except BadQueryError as e:
                 raise BadInputError(str(e)) from e
         vectors, reason = (None, "") if mode == "fts" else await open_vectors(settings)
-        return await search(
+        result = await search(
             store,
             query,
             filters=filters,
-            limit=limit,
+            limit=limit * 3 if fresh_only else limit,  # room for the stale ones dropped
             mode=cast("SearchMode", mode),
             vectors=vectors,
             vectors_off_reason=reason,
         )
+        hits = await Freshness.here().mark_hits(store, result.hits, fresh_only=fresh_only)
+        return msgspec.structs.replace(result, hits=hits[:limit])
 
     result = with_store(run)
     if result.notice:
@@ -97,6 +105,8 @@ def search_command(
         heading = h.title or "(untitled)"
         if h.subtitle:
             heading += f" — {h.subtitle}"
+        if h.stale_files:
+            heading += f" {changed_note(h.stale_files)}"
         print(f"{ref:>12} {h.type or '':<10} {heading}")
         print(f"{'':>12} [{h.project}] {h.memory_session_id} {h.created_at[:16]}  {h.snippet}")
 
@@ -128,19 +138,23 @@ def show(
     as_json: JsonFlag = False,
 ) -> None:
     """One stored observation or summary, every field."""
+    from worker.search.freshness import Freshness
+
     key = _parse_ref(ref)
 
     async def run(settings: Settings, store: Store) -> Any:
         rows = await store.rows_by_keys([key])
         if not rows:
             raise NotFoundError(f"no {key[0]} with id {key[1]}")
-        return rows[0]
+        return Freshness.here().mark(rows)[0]
 
     row = with_store(run)
     if as_json:
         print(msgspec.json.encode(row).decode())
         return
     for field, value in msgspec.structs.asdict(row).items():
+        if field == "file_hashes":
+            continue  # what stale_files is computed from; in --json for tools
         if value not in (None, []):
             shown = "; ".join(value) if isinstance(value, list) else value
             print(f"{field:>16}: {shown}")
@@ -175,15 +189,24 @@ def timeline(
 def context(
     project: Project = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=200)] = 20,
+    fresh_only: FreshOnly = False,
     as_json: JsonFlag = False,
 ) -> None:
     """The Markdown context a new agent session starts with (latest summary, key observations)."""
     from worker.project import resolve_project
     from worker.search.context import build_context
+    from worker.search.freshness import Freshness
 
     async def run(settings: Settings, store: Store) -> Any:
         name = project or resolve_project(os.getcwd(), settings.project)
-        return await build_context(store, name, limit=limit, budget_chars=settings.context_chars)
+        return await build_context(
+            store,
+            name,
+            limit=limit,
+            budget_chars=settings.context_chars,
+            freshness=Freshness.here(),
+            stale="fresh_only" if fresh_only else "prefer",
+        )
 
     result = with_store(run)
     if as_json:

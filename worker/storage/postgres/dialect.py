@@ -35,9 +35,9 @@ ON CONFLICT (memory_session_id, event_id) DO NOTHING
 _INSERT_OBSERVATION = """
 INSERT INTO observations (memory_session_id, project, type, title, subtitle, facts, narrative,
     concepts, files_read, files_modified, prompt_number, content_hash, model, type_fallback,
-    source_event_ids, created_at, created_at_epoch_ms)
+    source_event_ids, created_at, created_at_epoch_ms, file_hashes)
 VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13,
-    $14::int <> 0, $15::jsonb, $16, $17)
+    $14::int <> 0, $15::jsonb, $16, $17, $18::jsonb)
 ON CONFLICT (memory_session_id, content_hash) DO NOTHING
 RETURNING id
 """

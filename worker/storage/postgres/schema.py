@@ -170,6 +170,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: the sweep prunes processed_events by age (Store.prune_processed).
     ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
+    # 3: freshness: each observation keeps the hashes of its evidence files.
+    ("ALTER TABLE observations ADD COLUMN file_hashes JSONB NOT NULL DEFAULT '{}'",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

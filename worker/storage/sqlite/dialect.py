@@ -35,8 +35,8 @@ ON CONFLICT (memory_session_id, event_id) DO NOTHING
 _INSERT_OBSERVATION = """
 INSERT INTO observations (memory_session_id, project, type, title, subtitle, facts, narrative,
     concepts, files_read, files_modified, prompt_number, content_hash, model, type_fallback,
-    source_event_ids, created_at, created_at_epoch_ms)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    source_event_ids, created_at, created_at_epoch_ms, file_hashes)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (memory_session_id, content_hash) DO NOTHING
 RETURNING id
 """

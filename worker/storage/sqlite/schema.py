@@ -205,6 +205,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 3: the sweep prunes processed_events by age (Store.prune_processed).
     ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
+    # 4: freshness: each observation keeps the hashes of its evidence files (a JSON object).
+    ("ALTER TABLE observations ADD COLUMN file_hashes TEXT NOT NULL DEFAULT '{}'",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
