@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Literal
 
 import msgspec
@@ -59,6 +60,19 @@ class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
     hits: list[SearchHit]
     mode: SearchMode
     notice: str | None = None
+
+
+def since_ms(since: str | None) -> int | None:
+    """Milliseconds since the epoch of a YYYY-MM-DD date (UTC unless it says otherwise);
+    BadQueryError when it is not a date."""
+    if not since:
+        return None
+    try:
+        at = datetime.fromisoformat(since)
+    except ValueError:
+        raise BadQueryError(f"since {since[:40]!r}: use a date like 2026-11-30") from None
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return int(at.timestamp() * 1000)
 
 
 def check_query(query: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import msgspec
 
@@ -191,18 +190,6 @@ def parse_ref(value: int | str) -> RowKey:
 def ref(key: RowKey) -> str:
     """How ids appear in answers: 12 for an observation, summary:12 for a summary."""
     return str(key[1]) if key[0] == "observation" else f"summary:{key[1]}"
-
-
-def since_ms(since: str | None) -> int | None:
-    """Milliseconds since the epoch of a YYYY-MM-DD date (UTC unless it says otherwise)."""
-    if not since:
-        return None
-    try:
-        at = datetime.fromisoformat(since)
-    except ValueError:
-        raise ToolInputError(f"since {as_data(since, 40)!r}: use a date like 2026-11-30") from None
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)
-    return int(at.timestamp() * 1000)
 
 
 def _hit_row(h: SearchHit) -> str:

@@ -6,7 +6,6 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -61,12 +60,21 @@ def search_command(
 ) -> None:
     """Search observations and summaries by words and by meaning."""
     from worker.search.freshness import Freshness, changed_note
-    from worker.search.hybrid import BadQueryError, check_query, match_expression, search
+    from worker.search.hybrid import (
+        BadQueryError,
+        check_query,
+        match_expression,
+        search,
+        since_ms,
+    )
     from worker.storage.index_records import TextFilter
 
     if mode not in ("hybrid", "fts", "vector"):
         raise BadInputError(f"--mode {mode}: use hybrid, fts or vector")
-    filters = TextFilter(project=project, type=type_, since_ms=_since_ms(since))
+    try:
+        filters = TextFilter(project=project, type=type_, since_ms=since_ms(since))
+    except BadQueryError as e:
+        raise BadInputError(f"--{e}") from e
 
     try:
         check_query(query)  # in every mode: the vector leg would pass a NUL on too
@@ -241,14 +249,3 @@ def _parse_ref(ref: str) -> tuple[Any, int]:
     if not kind or not number.isdigit():
         raise BadInputError(f"{ref!r} is not an id: use 12 or summary:12")
     return kind, int(number)
-
-
-def _since_ms(since: str | None) -> int | None:
-    if since is None:
-        return None
-    try:
-        at = datetime.fromisoformat(since)
-    except ValueError:
-        raise BadInputError(f"--since {since!r}: use a date like 2026-11-30") from None
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)
-    return int(at.timestamp() * 1000)
