@@ -38,6 +38,11 @@ class Keys:
         """Counter that hands out increasing fencing tokens for a session."""
         return f"{self.prefix}:fence:{session}"
 
+    def waiting(self, session: str) -> str:
+        """Names a session's job while its turn is not yet due: only that job may be brought
+        forward by a publish (never one deferred for a retry, a pause or a budget)."""
+        return f"{self.prefix}:waiting:{session}"
+
     def job_sequence(self, session: str) -> str:
         """Counter that makes each scheduled job id of a session unique."""
         return f"{self.prefix}:jobseq:{session}"

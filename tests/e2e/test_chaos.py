@@ -44,7 +44,7 @@ from tests.support.worker_checks import wait_until
 from tests.support.worker_harness import tool_call
 from tests.support.worker_process import WorkerProcess, worker_env
 from worker.keys import Keys
-from worker.queue.scheduling import Scheduler
+from worker.queue.scheduling import Scheduler, publish_args
 
 SESSIONS = 50
 EVENTS_PER_SESSION = 40
@@ -177,10 +177,10 @@ async def _publish_all(
             await asyncio.sleep(wait)
         while True:
             try:
-                status, _ = await scheduler.publish(
-                    event.memory_session_id, event.event_id, encode_event(event),
+                status, _ = await scheduler.publish(publish_args(
+                    KEYS, event.memory_session_id, event.event_id, encode_event(event),
                     dedupe_ttl_s=3600, max_pending=100_000,
-                )  # fmt: skip
+                ))  # fmt: skip
             except (RedisError, OSError):
                 await asyncio.sleep(0.1)
                 continue

@@ -90,15 +90,13 @@ def end(session: str) -> End:
 
 async def publish(redis: ArqRedis, settings: Settings, *events: Event) -> None:
     """Publish events through the same atomic script the producer uses."""
+    from worker.ingest.producer import event_publish_args
     from worker.keys import Keys
 
     scheduler = Scheduler(redis, Keys(settings.prefix))
     for event in events:
-        status, _ = await scheduler.publish(
-            event.memory_session_id, event.event_id, encode_event(event),
-            dedupe_ttl_s=settings.dedupe_window_s, max_pending=settings.max_pending_per_session,
-            due_now=not isinstance(event, ToolCall), full_at=settings.batch_max_events,
-        )  # fmt: skip
+        args = event_publish_args(scheduler.keys, settings, event, encode_event(event))
+        status, _ = await scheduler.publish(args)
         assert status in (0, 1)
 
 

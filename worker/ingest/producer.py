@@ -104,7 +104,7 @@ class Producer:
         for chunk in _chunks(events, self.settings):
             pipe = self.redis.pipeline(transaction=False)
             for prepared, raw in chunk:
-                keys, args = _publish_args(self._keys, self.settings, prepared, raw)
+                keys, args = event_publish_args(self._keys, self.settings, prepared, raw)
                 await script(keys=keys, args=args, client=pipe)
             try:
                 replies = await pipe.execute()
@@ -173,11 +173,14 @@ class SyncProducer:
         return results
 
     def _command(self, event: Event, raw: bytes) -> list[Any]:
-        keys, args = _publish_args(self._keys, self.settings, event, raw)
+        keys, args = event_publish_args(self._keys, self.settings, event, raw)
         return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
 
 
-def _publish_args(keys: Keys, s: Settings, event: Event, raw: bytes) -> tuple[list[str], list[Any]]:
+def event_publish_args(
+    keys: Keys, s: Settings, event: Event, raw: bytes
+) -> tuple[list[str], list[Any]]:
+    """The publish script's KEYS and ARGV for one prepared event under these settings."""
     # Anything but a tool call (a prompt, summary request, end) makes a waiting turn due.
     return publish_args(
         keys, event.memory_session_id, event.event_id, raw,

@@ -44,8 +44,11 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
         return "busy"
     defer_s = 0.0
     result = "drained"
+    waiting_after: str | None = None
     try:
-        result, defer_s = await _drive(rt, session, lease, rt.states.decode(raw_state))
+        result, defer_s, waiting_after = await _drive(
+            rt, session, lease, rt.states.decode(raw_state)
+        )
     except StaleFenceError as e:
         logger.warning("stopped: %s", e)
         await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
@@ -60,16 +63,25 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
         defer_s = await _error_backoff_s(rt, session)
         result = "error"
     finally:
-        await _release(rt, session, job_id, lease, defer_s)
+        await _release(rt, session, job_id, lease, defer_s, waiting_after)
     return result
 
 
-async def _release(rt: Runtime, session: str, job_id: str, lease: Lease, defer_s: float) -> None:
+async def _release(
+    rt: Runtime,
+    session: str,
+    job_id: str,
+    lease: Lease,
+    defer_s: float,
+    waiting_after: str | None,
+) -> None:
     """Give the lease back and hand the session on (or clear its job), in one round trip."""
     await lease.stop_renewing()
     pipe = rt.redis.pipeline(transaction=False)
     lease.queue_release(pipe)
-    rt.scheduler.queue_release(pipe, session, job_id, defer_ms=int(defer_s * 1000))
+    rt.scheduler.queue_release(
+        pipe, session, job_id, defer_ms=int(defer_s * 1000), waiting_after=waiting_after
+    )
     _lease_reply, handed_off = await pipe.execute(raise_on_error=False)
     # A failed lease release only leaves the lease to expire; a failed hand-off must surface.
     if isinstance(handed_off, Exception):
@@ -96,7 +108,9 @@ class Delivered(msgspec.Struct, frozen=True):
 
 async def _drive(
     rt: Runtime, session: str, lease: Lease, state: ObserverState | None
-) -> tuple[str, float]:
+) -> tuple[str, float, str | None]:
+    """How the job stops: its result, the delay before the session's next job, and (when it
+    waits for its turn to be due) the newest entry id it read."""
     s = rt.settings
     started = time.monotonic()
     # Start no new turn late in the job: a turn may need the observer twice (reminder).
@@ -113,7 +127,7 @@ async def _drive(
     claim = True
     while time.monotonic() < start_turns_until and asked < s.turns_per_job:
         if rt.stopping.is_set():
-            return "stopping", 0.0  # the release hands the rest to another worker
+            return "stopping", 0.0, None  # the release hands the rest to another worker
         lease.check()
         entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:
@@ -124,16 +138,17 @@ async def _drive(
         delivered = await _skip_processed(rt, session, lease, stream, delivered)
         if not delivered:
             continue
-        wait_s = _until_due_s(delivered, s)
+        # A full read is due (it may hold prompts besides its tool calls); otherwise too
+        # little to be worth a call yet: the entries stay pending and the session comes back
+        # when they are due (a publish that makes them due brings it forward).
+        wait_s = 0.0 if len(entries) >= s.batch_max_events else _until_due_s(delivered, s)
         if wait_s > 0:
-            # Too little to be worth a call yet: the entries stay pending and the session
-            # comes back when they are due (a publish that makes them due brings it forward).
             logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
-            return "waiting", wait_s
+            return "waiting", wait_s, entries[-1].id
         turns = _plan(delivered, max_events=s.batch_max_events, max_chars=s.batch_max_chars)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
-                return "stopping", 0.0
+                return "stopping", 0.0, None
             # The batch's last turn reads the next batch in its commit's round trip, when
             # the job will go on (entries read ahead and not used are claimed by a later job).
             goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
@@ -155,7 +170,7 @@ async def _drive(
                 rt.metrics.finish_turn(result, len(plan.events))
             ended = ended or plan.ends
             if result.stop:
-                return str(result.outcome), result.defer_s
+                return str(result.outcome), result.defer_s, None
             asked += result.outcome != Outcome.RECORDED
             if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
                 break  # DEAD: re-read, the turns after it were planned with the old conversation
@@ -163,8 +178,8 @@ async def _drive(
             claim = False
     if ended and await stream.delete_if_drained(lease.token):
         logger.info("session ended and drained")
-        return "ended", 0.0
-    return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0
+        return "ended", 0.0, None
+    return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0, None
 
 
 def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
@@ -179,7 +194,10 @@ def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
         sizes=[len(d.entry.raw or b"") for d in delivered],
         published_ms=[d.entry.published_ms for d in delivered],
     )
-    return max(0.0, (due_at_ms(waiting, policy) - time.time() * 1000) / 1000)
+    # The entries' times are Redis's clock, `time.time()` this worker's: a skew between them
+    # must never hold a turn longer than the longest wait.
+    wait_s = (due_at_ms(waiting, policy) - time.time() * 1000) / 1000
+    return min(s.batch_max_wait_s, max(0.0, wait_s))
 
 
 def _plan(

@@ -13,6 +13,7 @@ from pipeline.events import decode_event
 from pipeline.modes import Mode
 from pipeline.parser import parse_agent_xml
 from pipeline.turn_records import observation_records, summary_record
+from worker.ingest.producer import event_publish_args
 from worker.keys import Keys
 from worker.observe.outbox import Outbox
 from worker.queue.leases import Lease
@@ -68,11 +69,7 @@ async def replay_dead(
         # The idempotency marker would swallow the replay: this one is deliberate.
         await redis.delete(keys.seen(event.event_id))
         status, _ = await scheduler.publish(
-            event.memory_session_id,
-            event.event_id,
-            letter.event.encode(),
-            dedupe_ttl_s=settings.dedupe_window_s,
-            max_pending=settings.max_pending_per_session,
+            event_publish_args(keys, settings, event, letter.event.encode())
         )
         if status == -1:
             results.append(ReplayResult(id=letter.id, status="skipped", detail="backpressure"))

@@ -43,12 +43,13 @@ def job_deserializer(raw: bytes) -> dict[str, Any]:
     return data
 
 
-# KEYS: seen, stream, sessions, scheduled, jobseq, queue
+# KEYS: seen, stream, sessions, scheduled, jobseq, queue, waiting
 # ARGV: event json, session, dedupe ttl s, max pending, job payload, score ms, expires ms,
 #       job id prefix, arq job key prefix, due now (1/0), full at (entries; 0 = never)
-# A job already scheduled for later (its session's turn not yet due, MEMQ_BATCH_MAX_WAIT_S)
-# is brought forward when this event makes the turn due: a prompt, summary request or end,
-# or a full batch waiting.
+# A job waiting for its turn to be due (MEMQ_BATCH_MAX_WAIT_S; marked in `waiting` by its
+# hand-off) is brought forward when this event makes the turn due: a prompt, summary request
+# or end, or a full batch. A job deferred for any other reason (a retry, a pause, a budget)
+# is never marked, so a publish cannot hurry it.
 PUBLISH_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[9]\n"
     + SCHEDULE_LUA
@@ -62,9 +63,10 @@ redis.call('SADD', KEYS[3], ARGV[2])
 local scheduled = redis.call('GET', KEYS[4])
 if not scheduled then
   schedule(KEYS[4], KEYS[5], KEYS[6], ARGV[8], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]))
-elseif ARGV[10] == '1' or (tonumber(ARGV[11]) > 0
-                           and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[11])) then
+elseif redis.call('GET', KEYS[7]) == scheduled and (ARGV[10] == '1' or (
+       tonumber(ARGV[11]) > 0 and redis.call('XLEN', KEYS[2]) >= tonumber(ARGV[11]))) then
   redis.call('ZADD', KEYS[6], 'XX', 'LT', tonumber(ARGV[6]), scheduled)
+  redis.call('DEL', KEYS[7])
 end
 return {1, id}
 """
@@ -72,17 +74,32 @@ return {1, id}
 
 # Called by the running job when it stops. If the marker still names this job, either hand
 # off to a new job (entries remain: undelivered or pending) or clear the marker.
-# KEYS: scheduled, jobseq, queue, stream
+# A job that stops because its turn is not due yet passes the newest entry id it read: the
+# new job is marked as waiting (a publish may bring it forward), unless entries arrived
+# after that read, which may have made the turn due: then the session is looked at now.
+# KEYS: scheduled, jobseq, queue, stream, waiting
 # ARGV: my job id, job payload, score ms if entries remain, expires ms, job id prefix,
-#       arq prefix, force (1 = hand off even when the stream is empty)
+#       arq prefix, force (1 = hand off even when the stream is empty),
+#       newest entry id read when waiting ('' otherwise), now ms
 RELEASE_LUA = (
     "local ARGV_ARQ_PREFIX = ARGV[6]\n"
     + SCHEDULE_LUA
     + """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, ''} end
+redis.call('DEL', KEYS[5])
 if redis.call('XLEN', KEYS[4]) > 0 or ARGV[7] == '1' then
-  return {1, schedule(KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[2], tonumber(ARGV[3]),
-                      tonumber(ARGV[4]))}
+  local score = tonumber(ARGV[3])
+  local waiting = ARGV[8] ~= ''
+  if waiting then
+    local newest = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)[1]
+    if newest and newest[1] ~= ARGV[8] then
+      score = tonumber(ARGV[9])
+      waiting = false
+    end
+  end
+  local job = schedule(KEYS[1], KEYS[2], KEYS[3], ARGV[5], ARGV[2], score, tonumber(ARGV[4]))
+  if waiting then redis.call('SET', KEYS[5], job, 'PX', tonumber(ARGV[4])) end
+  return {1, job}
 end
 redis.call('DEL', KEYS[1])
 return {2, ''}
@@ -140,6 +157,7 @@ def publish_args(
         k.scheduled(session),
         k.job_sequence(session),
         k.queue,
+        k.waiting(session),
     ], [
         event_json,
         session,
@@ -171,25 +189,13 @@ class Scheduler:
         expires = job_expiry_ms(score, enqueue)
         return job_payload(session, enqueue), score, expires, self.keys.job_id_prefix(session)
 
-    async def publish(
-        self,
-        session: str,
-        event_id: str,
-        event_json: bytes,
-        *,
-        dedupe_ttl_s: int,
-        max_pending: int,
-        due_now: bool = False,
-        full_at: int = 0,
-    ) -> tuple[int, str]:
-        """XADD one event (deduplicated by id, refused over max_pending) and schedule its job.
+    async def publish(self, script_args: tuple[list[str], list[Any]]) -> tuple[int, str]:
+        """Run the publish script with `publish_args`' KEYS and ARGV: XADD one event
+        (deduplicated by id, refused over max_pending) and schedule its job.
 
         Returns (status, stream id): 1 added, 0 duplicate (id of the first copy), -1 refused.
         """
-        keys, args = publish_args(
-            self.keys, session, event_id, event_json, dedupe_ttl_s=dedupe_ttl_s,
-            max_pending=max_pending, due_now=due_now, full_at=full_at,
-        )  # fmt: skip
+        keys, args = script_args
         status, stream_id = await self._publish(keys=keys, args=args)
         return int(status), as_text(stream_id)
 
@@ -205,32 +211,35 @@ class Scheduler:
 
         Returns the new job id, or None when the marker was cleared or was not ours.
         """
-        k = self.keys
-        payload, score, expires, prefix = self._job_args(session, defer_ms)
-        status, new_id = await self._release(
-            keys=[k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)],
-            args=[
-                job_id,
-                payload,
-                score,
-                expires,
-                prefix,
-                ARQ_JOB_KEY_PREFIX,
-                "1" if force else "0",
-            ],
-        )
+        keys, args = self._release_args(session, job_id, defer_ms, force, None)
+        status, new_id = await self._release(keys=keys, args=args)
         return as_text(new_id) if int(status) == 1 else None
 
     def queue_release(
-        self, pipe: Pipeline, session: str, job_id: str, *, defer_ms: int = 0
+        self,
+        pipe: Pipeline,
+        session: str,
+        job_id: str,
+        *,
+        defer_ms: int = 0,
+        waiting_after: str | None = None,
     ) -> None:
-        """`release` as part of a pipeline the caller runs; read its reply with `released`."""
+        """`release` as part of a pipeline the caller runs. `waiting_after`: the job stops
+        because its turn is not due; the newest entry id it read."""
+        keys, args = self._release_args(session, job_id, defer_ms, False, waiting_after)
+        # EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT.
+        pipe.eval(RELEASE_LUA, len(keys), *keys, *args)
+
+    def _release_args(
+        self, session: str, job_id: str, defer_ms: int, force: bool, waiting_after: str | None
+    ) -> tuple[list[str], list[Any]]:
         k = self.keys
         payload, score, expires, prefix = self._job_args(session, defer_ms)
-        keys = [k.scheduled(session), k.job_sequence(session), k.queue, k.events(session)]
-        args = [job_id, payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX, "0"]
-        # EVAL, not EVALSHA: a pipeline cannot recover from NOSCRIPT.
-        pipe.eval(RELEASE_LUA, len(keys), *keys, *args)  # type: ignore[arg-type]
+        keys = [k.scheduled(session), k.job_sequence(session), k.queue, k.events(session),
+                k.waiting(session)]  # fmt: skip
+        args = [job_id, payload, score, expires, prefix, ARQ_JOB_KEY_PREFIX,
+                "1" if force else "0", waiting_after or "", now_ms()]  # fmt: skip
+        return keys, args
 
     async def sweep(self, session: str) -> str | None:
         """Schedule a job for a session with entries but no live job; returns the new job id."""

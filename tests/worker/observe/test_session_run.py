@@ -14,6 +14,7 @@ from pipeline.mode_files import load_mode
 from tests.support.fake_observer import FakeObserver
 from tests.support.feed_rows import observation
 from tests.support.worker_harness import end, make_settings, prompt, summarize, tool_call
+from worker.ingest.producer import event_publish_args
 from worker.keys import CONSUMER_GROUP
 from worker.observe.runtime import Runtime
 from worker.observe.session_run import observe
@@ -47,9 +48,8 @@ async def _publish(rt: Runtime, *events: Event) -> None:
     s = rt.settings
     for event in events:
         status, _ = await rt.scheduler.publish(
-            event.memory_session_id, event.event_id, encode_event(event),
-            dedupe_ttl_s=s.dedupe_window_s, max_pending=s.max_pending_per_session,
-        )  # fmt: skip
+            event_publish_args(rt.keys, s, event, encode_event(event))
+        )
         assert status == 1
 
 

@@ -14,6 +14,7 @@ from worker.queue.scheduling import (
     job_deserializer,
     job_payload,
     job_serializer,
+    publish_args,
 )
 
 KEYS = Keys("t1")
@@ -30,7 +31,7 @@ async def test_a_job_the_publish_script_wrote_is_one_arq_reads_as_its_own(
     arq_redis: ArqRedis,
 ) -> None:
     status, _ = await Scheduler(arq_redis, KEYS).publish(
-        "s1", "e1", b"{}", dedupe_ttl_s=60, max_pending=10
+        publish_args(KEYS, "s1", "e1", b"{}", dedupe_ttl_s=60, max_pending=10)
     )
     assert status == 1
     ours = Job("t1:observe:s1:1", arq_redis, _queue_name=KEYS.queue, _deserializer=job_deserializer)
