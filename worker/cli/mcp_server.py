@@ -21,6 +21,7 @@ from worker.cli.commands.search import open_vectors
 from worker.errors import WorkerError
 from worker.project import resolve_project
 from worker.search import mcp_tools
+from worker.search.freshness import Freshness
 from worker.search.hybrid import BadQueryError, VectorSearch, since_ms
 from worker.search.mcp_tools import ToolInputError
 from worker.settings import Settings
@@ -159,13 +160,18 @@ def build_server(settings: Settings) -> MCPServer[Any]:
             vectors, reason = await reader.vectors()
             return await mcp_tools.search_index(
                 store, query, filters=filters, limit=limit, max_chars=cap, vectors=vectors,
-                vectors_off_reason=reason,
+                vectors_off_reason=reason, freshness=here(),
             )  # fmt: skip
+
+    def here() -> Freshness:  # this call's checkout (MEMQ_PROJECT names its project when set)
+        return Freshness.here(project=settings.project)
 
     @server.tool(description=GET_OBSERVATIONS, annotations=READ_ONLY, structured_output=False)
     async def get_observations(ids: Ids) -> str:
         with tool_errors():
-            return await mcp_tools.observations_text(reader.store(), ids, max_chars=cap)
+            return await mcp_tools.observations_text(
+                reader.store(), ids, max_chars=cap, freshness=here()
+            )
 
     @server.tool(description=TIMELINE, annotations=READ_ONLY, structured_output=False)
     async def timeline(
@@ -174,7 +180,7 @@ def build_server(settings: Settings) -> MCPServer[Any]:
         with tool_errors():
             return await mcp_tools.timeline_text(
                 reader.store(), session=session, around=around, before=before, after=after,
-                max_chars=cap,
+                max_chars=cap, freshness=here(),
             )  # fmt: skip
 
     @server.tool(description=CONTEXT, annotations=READ_ONLY, structured_output=False)
@@ -182,8 +188,9 @@ def build_server(settings: Settings) -> MCPServer[Any]:
         with tool_errors():
             name = project or resolve_project(os.getcwd(), settings.project)
             return await mcp_tools.context_text(
-                reader.store(), name, context_chars=settings.context_chars, max_chars=cap
-            )
+                reader.store(), name, context_chars=settings.context_chars, max_chars=cap,
+                freshness=here(),
+            )  # fmt: skip
 
     return server
 

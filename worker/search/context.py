@@ -224,7 +224,9 @@ def session_start_output(
                     project,
                     limit=DEFAULT_LIMIT,
                     budget_chars=settings.context_chars,
-                    freshness=Freshness.here(cwd, budget_s=min(BUDGET_S, timeout_s / 3)),
+                    freshness=Freshness.here(
+                        cwd, project=settings.project, budget_s=min(BUDGET_S, timeout_s / 3)
+                    ),
                 )
             ).markdown
         finally:

@@ -16,7 +16,7 @@ from msgspec.structs import replace
 
 from pipeline.evidence import normalise_path
 from worker.file_digest import file_sha256
-from worker.project import checkout_root
+from worker.project import checkout_root, resolve_project
 from worker.search.hybrid import SearchHit
 from worker.storage.index_records import TimelineEntry
 from worker.storage.protocol import ReadStore
@@ -27,23 +27,37 @@ _GONE = "gone"  # never a SHA-256 hex
 
 
 class Freshness:
-    """Compares stored hashes with the files under `root`, each file read once."""
+    """Compares stored hashes with the files under `root`, each file read once.
 
-    def __init__(self, root: Path, *, budget_s: float = BUDGET_S) -> None:
+    Only the rows of `project` (the checkout's own, when known) are compared: another
+    project's files are not here, and a file that is not here would read as deleted.
+    """
+
+    def __init__(
+        self, root: Path, *, project: str | None = None, budget_s: float = BUDGET_S
+    ) -> None:
         self.root = root
+        self.project = project
         self._budget_s = budget_s
         self._deadline: float | None = None
         self._current: dict[str, str | None] = {}
 
     @classmethod
-    def here(cls, cwd: str | None = None, *, budget_s: float = BUDGET_S) -> Freshness:
-        """For the checkout holding `cwd` (default: the process's directory), else `cwd` itself."""
+    def here(
+        cls, cwd: str | None = None, *, project: str | None = None, budget_s: float = BUDGET_S
+    ) -> Freshness:
+        """For the checkout holding `cwd` (default: the process's directory), else `cwd` itself;
+        `project` is MEMQ_PROJECT when set (else the checkout's own name)."""
         start = Path(os.path.abspath(cwd or os.getcwd()))
-        return cls(checkout_root(start) or start, budget_s=budget_s)
+        return cls(
+            checkout_root(start) or start,
+            project=resolve_project(start, project),
+            budget_s=budget_s,
+        )
 
     def stale_files(self, row: StoredRow) -> list[str]:
         """The row's evidence paths whose content no longer has the stored hash ([] if unknown)."""
-        if row.kind != "observation":
+        if row.kind != "observation" or (self.project is not None and row.project != self.project):
             return []
         files = [*(row.files_read or ()), *(row.files_modified or ())]
         stale: list[str] = []

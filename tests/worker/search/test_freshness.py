@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import msgspec
+
 from worker.search.freshness import Freshness, changed_note
 from worker.storage.records import StoredRow
 
@@ -57,3 +59,15 @@ def test_the_text_mark_names_a_few_files() -> None:
     assert changed_note([]) == ""
     assert changed_note(["src/a.py"]) == "(changed since: a.py)"
     assert changed_note(["a", "b", "c", "d", "e"]) == "(changed since: a, b, c +2)"
+
+
+def test_another_projects_rows_are_never_called_stale(tmp_path: Path) -> None:
+    # Read from repo A, a row of repo B names files that are not here: unknown, not deleted.
+    (tmp_path / ".git").mkdir()
+    row = StoredRow(kind="observation", id=1, memory_session_id="s", project="elsewhere",
+                    created_at="2026-12-01T00:00:00Z", files_read=["a.py"],
+                    file_hashes={"a.py": "0" * 64})  # fmt: skip
+    here = Freshness.here(str(tmp_path))
+    assert here.stale_files(row) == []
+    mine = msgspec.structs.replace(row, project=here.project)
+    assert here.stale_files(mine) == ["a.py"]  # a.py is not here: deleted, so changed

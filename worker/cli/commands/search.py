@@ -97,7 +97,9 @@ def search_command(
             vectors=vectors,
             vectors_off_reason=reason,
         )
-        hits = await Freshness.here().mark_hits(store, result.hits, fresh_only=fresh_only)
+        hits = await Freshness.here(project=settings.project).mark_hits(
+            store, result.hits, fresh_only=fresh_only
+        )
         return msgspec.structs.replace(result, hits=hits[:limit])
 
     result = with_store(run)
@@ -154,7 +156,7 @@ def show(
         rows = await store.rows_by_keys([key])
         if not rows:
             raise NotFoundError(f"no {key[0]} with id {key[1]}")
-        return Freshness.here().mark(rows)[0]
+        return Freshness.here(project=settings.project).mark(rows)[0]
 
     row = with_store(run)
     if as_json:
@@ -212,7 +214,7 @@ def context(
             name,
             limit=limit,
             budget_chars=settings.context_chars,
-            freshness=Freshness.here(),
+            freshness=Freshness.here(project=settings.project),
             stale="fresh_only" if fresh_only else "prefer",
         )
 
