@@ -37,6 +37,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_loopback_host_header(host: str) -> bool:
+    """Whether an HTTP `Host` header names a loopback host: without a token, memq serves only
+    those, so a web page cannot reach it through DNS rebinding."""
+    if host.startswith("["):
+        name = host.split("]", 1)[0] + "]"
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return is_loopback(name)
+
+
 class QuietServer(uvicorn.Server):
     """uvicorn without its signal handlers (the host process stops it); `listening` is set
     once it accepts connections."""

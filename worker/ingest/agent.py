@@ -24,7 +24,14 @@ from starlette.routing import Route
 
 from pipeline.errors import PipelineError
 from worker.errors import ConfigError
-from worker.http_serving import MIN_TOKEN_CHARS, QuietServer, base_url, is_loopback, listen
+from worker.http_serving import (
+    MIN_TOKEN_CHARS,
+    QuietServer,
+    base_url,
+    is_loopback,
+    is_loopback_host_header,
+    listen,
+)
 from worker.ingest.agent_publisher import AgentPublisher
 from worker.ingest.claude_code import HookPayloadError
 from worker.ingest.hook_input import SESSION_START, read_hook_input
@@ -114,8 +121,15 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
 
 
 def _refusal(request: Request, expected: bytes | None) -> Response | None:
-    # Without a token the endpoint listens on loopback only (check_agent_bind).
+    # Claude Code posts without an Origin; a browser always sends one with a POST, so a web
+    # page cannot plant events here (a "simple" cross-site request needs no preflight).
+    if "origin" in request.headers:
+        return _line(403, "hook events are not taken from a browser (the request has an Origin)")
     if expected is None:
+        # Without a token it listens on loopback only (check_agent_bind), and answers only
+        # loopback Host names, so DNS rebinding cannot read a SessionStart context.
+        if not is_loopback_host_header(request.headers.get("host", "")):
+            return _line(421, "without MEMQ_AGENT_TOKEN this endpoint answers on localhost only")
         return None
     given = request.headers.get("authorization", "").encode()
     if not hmac.compare_digest(given, expected):

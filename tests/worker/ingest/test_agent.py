@@ -143,6 +143,29 @@ async def test_a_missing_or_wrong_token_is_401_and_records_nothing(
     assert len(await stream(redis)) == 1
 
 
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({"Origin": "https://evil.example"}, 403),  # a web page's cross-site POST
+        ({"Origin": "null"}, 403),
+        ({"Host": "evil.example"}, 421),  # DNS rebinding: a page's own name, our address
+        ({"Host": "evil.example:8766"}, 421),
+    ],
+)
+async def test_a_browser_can_neither_plant_events_nor_read_a_context(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, headers: dict[str, str], status: int
+) -> None:
+    async with running_agent(agent_settings(tmp_path, redis_url)) as client:
+        for name in ("post_tool_use.json", "session_start.json"):
+            answer = await client.post(HOOK_PATH, content=payload(name), headers=headers)
+            assert answer.status_code == status
+            assert answer.text.startswith("memq agent: ")
+        answer = await client.post(HOOK_PATH, content=payload("post_tool_use.json"))
+        assert answer.status_code == 200  # Claude Code: loopback Host, no Origin
+        await eventually(has_events(redis, 1))
+    assert len(await stream(redis)) == 1
+
+
 async def test_an_oversize_body_is_413(
     tmp_path: Path, redis_url: str, redis: aioredis.Redis
 ) -> None:

@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from worker.http_serving import is_loopback
+from worker.http_serving import is_loopback_host_header
 
 COOKIE = "memq_ui_token"
 _SECURITY_HEADERS = [
@@ -42,7 +42,7 @@ class Guard:
             return
         headers = Headers(scope=scope)
         if self.token is None:
-            if not is_loopback(_host_name(headers.get("host", ""))):
+            if not is_loopback_host_header(headers.get("host", "")):
                 await _plain(send, 421, "This UI answers on localhost only.")
                 return
         else:
@@ -94,12 +94,6 @@ def _with_security_headers(send: Send) -> Send:
         await send(message)
 
     return wrapped
-
-
-def _host_name(host: str) -> str:
-    if host.startswith("["):
-        return host.split("]", 1)[0] + "]"
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _bearer(headers: Headers) -> str | None:
