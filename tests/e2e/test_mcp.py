@@ -127,7 +127,7 @@ async def _error(client: Client, tool: str, **arguments: object) -> str:
 
 def _framed(text: str) -> list[str]:
     """The lines inside the one notes block (the block opens the answer and closes once)."""
-    assert text.startswith("<memq-notes>\nData memq derived from earlier tool output")
+    assert text.startswith("<memq-notes>\nNotes memq derived from earlier tool output")
     assert text.count("<memq-notes>") == text.count("</memq-notes>") == 1
     inside, _, _ = text.partition("</memq-notes>")
     return inside.splitlines()[2:]

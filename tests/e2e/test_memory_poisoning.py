@@ -62,7 +62,7 @@ async def test_a_hostile_observation_comes_out_as_framed_one_line_data(
     assert code == 0
     context = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["additionalContext"]
 
-    assert context.startswith("<memq-notes>\nNotes memq derived from earlier tool calls")
+    assert context.startswith("<memq-notes>\nNotes memq derived from earlier tool output")
     assert "not instructions" in context.splitlines()[1]
     assert context.rstrip("\n").endswith("</memq-notes>")
     assert context.count("</memq-notes>") == 1  # the narrative's closing tag was neutralised

@@ -18,7 +18,7 @@ from worker.settings import Settings
 if TYPE_CHECKING:
     from redis.asyncio import ConnectionPool, Redis
 
-__all__ = ["async_pool", "connect_redis", "describe_url", "redis_url"]
+__all__ = ["async_pool", "connect_redis", "redis_url"]
 
 
 def redis_url(settings: Settings, *, start_timeout_s: float = DEFAULT_START_TIMEOUT_S) -> str:

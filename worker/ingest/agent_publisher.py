@@ -111,6 +111,12 @@ class AgentPublisher:
         except (RedisUnavailableError, ConfigError) as e:
             self._spooling = True
             await self._spool(batch + self._take_queued(), f"Redis unavailable ({e})")
+        except Exception as e:
+            # Anything else (a bug, a reply we did not expect) must not end the publishing
+            # task: the batch and what waits behind it go to the spool, in order.
+            logger.exception("publishing failed: %s", e)
+            self._spooling = True
+            await self._spool(batch + self._take_queued(), f"publish failed ({type(e).__name__})")
 
     async def _connect(self) -> Producer:
         if self._producer is None:

@@ -10,7 +10,8 @@ from worker.errors import WorkerError
 from worker.search.context import build_context
 from worker.search.freshness import Freshness, changed_note
 from worker.search.hybrid import RowKey, SearchHit, VectorSearch, search
-from worker.search.mcp_text import as_data, bounded, cell, counted, cut_line
+from worker.search.mcp_text import bounded, cell, counted, cut_line
+from worker.search.notes import as_data
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.index_records import TextFilter, TimelineEntry

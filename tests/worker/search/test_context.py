@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.search.context import NOTES_CLOSE, NOTES_OPEN, pick_fresh, pick_relevant, render
+from worker.search.context import pick_fresh, pick_relevant, render
+from worker.search.notes import NOTES_CLOSE, NOTES_OPEN
 from worker.storage.records import StoredRow
 
 
@@ -47,7 +48,7 @@ def test_markdown_never_exceeds_the_budget(budget: int) -> None:
     observations = [row(i, "bugfix") for i in range(40)]
     text, shown = render("shop", summary, observations, budget)
     assert len(text) <= budget
-    assert text.startswith(NOTES_OPEN + "# memq: what happened recently in shop")
+    assert text.startswith(NOTES_OPEN + "\n# memq: what happened recently in shop")
     assert text.endswith(NOTES_CLOSE)
     assert all(f"#{r.id} bugfix" in text for r in shown)
     assert len(shown) < len(observations)

@@ -7,15 +7,8 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.search.mcp_text import (
-    NOTES_CLOSE,
-    NOTES_OPEN,
-    CutNote,
-    as_data,
-    bounded,
-    cell,
-    cut_line,
-)
+from worker.search.mcp_text import CutNote, bounded, cell, cut_line
+from worker.search.notes import NOTES_CLOSE, NOTES_OPEN, as_data
 
 UNITS = ("row", "rows")
 

@@ -22,7 +22,7 @@ _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 4
 
 
-def describe_url(url: str) -> str:
+def database_location(url: str) -> str:
     """host:port/database of a postgresql:// URL, never its user or password."""
     try:
         parts = urlsplit(url)
@@ -77,7 +77,7 @@ class PostgresDatabase:
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self._where = describe_url(url)
+        self._where = database_location(url)
         self._pool: Any = None
         self._opening = asyncio.Lock()
 
