@@ -38,6 +38,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from pipeline.events import ToolCall, encode_event
+from pipeline.prompts import RECORDED_ELEMENT
 from tests.support.fake_observer import FakeObserver, RecordedRequest, Reply, deterministic_reply
 from tests.support.redis_server import RedisServer
 from tests.support.worker_checks import wait_until
@@ -66,6 +67,7 @@ GARBAGE = [
 ]
 _SESSION_ID = re.compile(r"<memory_session_id>([^<]+)</memory_session_id>")
 _STEP = re.compile(r"step (\d+) of (c\d+)")
+_RECORDED = re.compile(rf"<{RECORDED_ELEMENT}>.*?</{RECORDED_ELEMENT}>", re.DOTALL)
 
 
 class Faults:
@@ -251,7 +253,9 @@ def _order_problems(requests: list[RecordedRequest]) -> list[str]:
         if match is None:  # a body cut short by kill -9: it never reached the "model"
             continue
         session = match[1]
-        steps = [int(n) for n, s in _STEP.findall(request.user) if s == session]
+        # The tool calls this request shows, not the titles it lists as already recorded.
+        calls = _RECORDED.sub("", request.user)
+        steps = [int(n) for n, s in _STEP.findall(calls) if s == session]
         if not steps:
             continue
         if steps != list(range(steps[0], steps[0] + len(steps))):

@@ -413,6 +413,7 @@ def test_log_lines_show_the_bot_api_url_with_the_token_masked() -> None:
     log.addHandler(handler)
     try:
         log.warning("HTTP Request: POST %s", url, extra={"url": url})
+        log.warning("quoted: %s", url.replace(":", "%3A"))  # only the URL-quoted form
         try:
             raise InvalidToken(f"The token `{token}` was rejected by the server.")
         except InvalidToken:
@@ -421,6 +422,7 @@ def test_log_lines_show_the_bot_api_url_with_the_token_masked() -> None:
         log.removeHandler(handler)
     text = out.getvalue()
     assert token not in text
+    assert token.replace(":", "%3A") not in text
     assert "/bot***/getMe" in text
     assert "The token `***` was rejected" in text
     assert mask_token(f"/bot{token}/x", token) == "/bot***/x"

@@ -103,19 +103,23 @@ class TokenMask(logging.Filter):
     def __init__(self, token: str) -> None:
         super().__init__()
         self.token = token
+        self._quoted = quote(token, safe="")
+
+    def _holds(self, text: str) -> bool:
+        return self.token in text or self._quoted in text  # a URL quotes the `:` as %3A
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not self.token:
             return True
         message = record.getMessage()
-        if self.token in message:
+        if self._holds(message):
             record.msg, record.args = mask_token(message, self.token), ()
         for name, value in list(vars(record).items()):
-            if name != "msg" and isinstance(value, str) and self.token in value:
+            if name != "msg" and isinstance(value, str) and self._holds(value):
                 setattr(record, name, mask_token(value, self.token))
         if record.exc_info and record.exc_info[1] is not None:
             text = "".join(traceback.format_exception(record.exc_info[1]))
-            if self.token in text:  # the formatters print exc_info as is: show a masked copy
+            if self._holds(text):  # the formatters print exc_info as is: show a masked copy
                 record.exc_info = None
                 setattr(record, "exc", mask_token(text, self.token))  # noqa: B010
         return True
