@@ -42,7 +42,6 @@ logger = logging.getLogger(__name__)
 HOOK_PATH = "/hooks/claude-code"
 # SessionStart reads the store for the context: past this the session starts without it.
 SESSION_START_BUDGET_S = 2.0
-_INLINE_BYTES = 256 * 1024  # larger hook inputs are prepared in a thread
 
 
 class _BodyTooLargeError(Exception):
@@ -80,10 +79,9 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         except ClientDisconnect:
             return _line(400, "the client went away before sending the whole hook input")
         try:
-            if len(raw) > _INLINE_BYTES:  # redacting megabytes would hold up every other request
-                hook_input = await asyncio.to_thread(read_hook_input, raw, settings, default_cwd="")
-            else:
-                hook_input = read_hook_input(raw, settings, default_cwd="")
+            # In a thread: redacting a large input or hashing the files a call names (up to
+            # 100 ms) would otherwise hold up every other request on the loop.
+            hook_input = await asyncio.to_thread(read_hook_input, raw, settings, default_cwd="")
         except (HookPayloadError, PipelineError) as e:
             logger.warning("hook input refused: %s", e)
             return _line(400, str(e))

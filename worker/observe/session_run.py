@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable
@@ -62,6 +63,10 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
         logger.exception("session job failed: %s", e)
         defer_s = await _error_backoff_s(rt, session)
         result = "error"
+        # A commit whose round trip failed after its ack left rows stored but unannounced,
+        # with no pending entry to bring them back: announce them now if Redis allows.
+        with contextlib.suppress(Exception):
+            await rt.outbox.flush(session, late="session")
     finally:
         await _release(rt, session, job_id, lease, defer_s, waiting_after)
     return result
