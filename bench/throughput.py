@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -47,15 +45,14 @@ from bench.common import (
     wait_stored,
     worker_env,
 )
-from pipeline.events import ToolCall
+from bench.latency import CallMaker, steady
+from bench.redis_cost import RedisCost, redis_cost
 from worker.ingest.producer import Producer
 from worker.keys import Keys
 from worker.settings import Settings
 
 PREFIX = "bench"
 KEYS = Keys(PREFIX)
-_TOKEN = re.compile(r"\bL(\d{8})\b")
-_LINE = "tests/test_cart.py::test_discount_{j} PASSED [{p:3d}%] in 0.0{d}s (cart total 90.00)\n"
 _STARTED = time.monotonic()
 
 
@@ -99,89 +96,13 @@ class Result(msgspec.Struct, kw_only=True):
     drain_s: float = 0.0
     drain_calls: int = 0  # observer requests: shows the batch sizes actually reached
     worker_cpu_s: float = 0.0
+    redis: RedisCost = RedisCost()  # the drain's, the bench's publishing and polling included
     latency: list[Latency] = []
 
 
 def progress(message: str) -> None:
     """A progress line on stderr (stdout carries only the tables)."""
     print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
-
-
-class CallMaker:
-    """Builds ~2 KB Bash calls; each command opens with a unique token that the title shows."""
-
-    def __init__(self, output_chars: int) -> None:
-        lines = (_LINE.format(j=j, p=j % 100, d=j % 10) for j in range(output_chars // 50 + 1))
-        self.output = "".join(lines)[:output_chars]
-        self.last_token = 0
-
-    def call(self, session: str, n: int) -> ToolCall:
-        self.last_token += 1
-        token = self.last_token
-        return ToolCall(
-            event_id=f"{session}-{n}-{token}",
-            memory_session_id=session,
-            project="shop",
-            occurred_at=datetime.now(UTC),
-            tool_name="Bash",
-            tool_input={"command": f"L{token:08d} pytest tests/test_cart.py -k discount_{n}"},
-            tool_output={"stdout": self.output, "stderr": "", "interrupted": False},
-            cwd="/home/dev/shop",
-        )
-
-    def interleaved(self, tag: str, sessions: int, calls: int) -> list[ToolCall]:
-        """`calls` events for each session, round-robin (as concurrent agents publish them)."""
-        return [self.call(f"{tag}-s{s}", n) for n in range(calls) for s in range(sessions)]
-
-
-def token_of(event: ToolCall) -> int:
-    match = _TOKEN.search(event.tool_input["command"])
-    assert match is not None
-    return int(match[1])
-
-
-async def steady(
-    producer: Producer, client: aioredis.Redis, workers: WorkerProcesses,
-    events: list[ToolCall], rate: float,
-) -> tuple[list[float], int, float]:  # fmt: skip
-    """Publish at `rate` events/s: latencies (ms) to each broadcast, missing count, rate reached."""
-    received: dict[int, float] = {}
-    pubsub = client.pubsub()
-    await pubsub.subscribe(KEYS.observations)
-    await pubsub.get_message(timeout=1.0)  # the subscribe confirmation
-
-    async def listen() -> None:
-        while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            if message is not None:
-                now = time.perf_counter()
-                match = _TOKEN.search(msgspec.json.decode(message["data"]).get("title") or "")
-                if match:
-                    received[int(match[1])] = now
-
-    listener = asyncio.create_task(listen())
-    tokens = [token_of(e) for e in events]
-    published: dict[int, float] = {}
-    started = time.perf_counter()
-    sent = 0
-    while sent < len(events):
-        due = min(len(events), int((time.perf_counter() - started) * rate) + 1)
-        if due > sent:
-            now = time.perf_counter()
-            published.update((t, now) for t in tokens[sent:due])
-            await producer.publish_many(events[sent:due])
-            sent = due
-        await asyncio.sleep(0.002)
-    reached = len(events) / (time.perf_counter() - started)
-    deadline = time.monotonic() + 20
-    while len(received) < len(tokens) and time.monotonic() < deadline:
-        workers.check_alive()
-        await asyncio.sleep(0.05)
-    listener.cancel()
-    await asyncio.gather(listener, return_exceptions=True)
-    await pubsub.aclose()  # type: ignore[no-untyped-call]
-    latencies = [(received[t] - published[t]) * 1000 for t in tokens if t in received]
-    return latencies, len(tokens) - len(latencies), reached
 
 
 async def run_config(
@@ -207,12 +128,14 @@ async def run_config(
 
         backlog = maker.interleaved(f"{name}-tp", cfg.sessions, cfg.calls)
         base, cpu = await stored(client, KEYS), workers.cpu_seconds()
+        redis_before = await redis_cost(client)
         started = time.monotonic()
         await producer.publish_many(backlog)
         result.publish_s = time.monotonic() - started
         done = await wait_stored(client, KEYS, base + len(backlog), workers, timeout_s=600)
         result.events, result.drain_s = len(backlog), done - started
         result.worker_cpu_s = workers.cpu_seconds() - cpu
+        result.redis = await redis_cost(client) - redis_before
         progress(f"{name}: {len(backlog)} events stored in {result.drain_s:.2f} s")
 
         runs = [(f, n) for n in cfg.latency_sessions for f in cfg.latency_fractions]
@@ -222,9 +145,10 @@ async def run_config(
             count = max(1, int(run.target_rate * cfg.latency_s))
             tag = f"{latency_tag(name, run)}-s"  # count_rows matches "<tag>-%"
             calls = [maker.call(f"{tag}{i % sessions}", i) for i in range(count)]
-            run.latencies_ms, run.missing, run.published_rate = await steady(
-                producer, client, workers, calls, run.target_rate
+            latencies, run.missing, run.published_rate = await steady(
+                producer, client, KEYS.observations, workers, calls, run.target_rate
             )
+            run.latencies_ms = list(latencies.values())
             result.latency.append(run)
             progress(f"{name}: latency run at {fraction:.0%} over {sessions} sessions done")
         if bad := await other_outcomes(client, KEYS):
@@ -261,19 +185,42 @@ def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
         f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
         f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
     )
-    single = {r.batch: r.events / r.drain_s for r in results if r.processes == 1}
+    single = {r.batch: r for r in results if r.processes == 1}
     rows = []
     for r in results:
         rate = r.events / r.drain_s
-        scaling = f"{rate / single[r.batch]:.2f}x" if r.batch in single else "-"
+        one = single.get(r.batch)
+        scaling = f"{rate * one.drain_s / one.events:.2f}x" if one else "-"
         rows.append([
             r.processes, r.batch, r.events, round(r.publish_s, 2), round(r.drain_s, 2),
             round(rate), round(rate / r.processes), scaling, round(r.events / r.drain_calls, 2),
-            round(r.worker_cpu_s / r.events * 1000, 2), round(r.events / r.worker_cpu_s),
         ])  # fmt: skip
     headers = ["processes", "batch", "events", "publish s", "seconds", "events/s",
-               "events/s per process", "vs 1 process", "events per observer call",
-               "worker CPU ms per event", "events per worker CPU-second"]  # fmt: skip
+               "events/s per process", "vs 1 process", "events per observer call"]  # fmt: skip
+    print(markdown_table(headers, rows))
+    print(
+        "\nCost per event over the same drains, and the ceilings it implies. Worker CPU: user + "
+        "system of the `memq worker` processes. Redis: the private redis-server's "
+        "`INFO commandstats` calls (commands inside Lua scripts included) and `INFO cpu` user + "
+        "system, publishing and the bench's polling of the outcomes hash (one HMGET per 10 ms) "
+        "included. Events/s one Redis core carries = 1e6 / Redis CPU µs per event; events/s per "
+        "worker core = 1000 / worker CPU ms per event; the last column divides it by the "
+        "1-process row's (1.00 = no contention between the workers).\n"
+    )
+    rows = []
+    for r in results:
+        one = single.get(r.batch)
+        per_cpu = r.events / r.worker_cpu_s
+        ratio = round(per_cpu / (one.events / one.worker_cpu_s), 2) if one else "-"
+        redis_us = r.redis.cpu_s / r.events * 1e6
+        rows.append([
+            r.processes, r.batch, round(r.worker_cpu_s / r.events * 1000, 2),
+            round(r.redis.commands / r.events, 1), round(redis_us, 1),
+            round(1e6 / redis_us), round(per_cpu), ratio,
+        ])  # fmt: skip
+    headers = ["processes", "batch", "worker CPU ms per event", "Redis commands per event",
+               "Redis CPU µs per event", "events/s one Redis core carries",
+               "events/s per worker core", "per worker CPU-second vs 1 process"]  # fmt: skip
     print(markdown_table(headers, rows))
     if cfg.latency_s <= 0:
         return
