@@ -1,19 +1,14 @@
-"""Throughput bench: events/s stored end to end by `memq worker` processes, and broadcast latency.
+"""Throughput bench: events/s stored end to end by `memq worker` processes, what each event costs
+the workers and Redis, and broadcast latency.
 
-Run from the repository root: `.venv/bin/python bench/throughput.py` (defaults: about 2.5 minutes
-on an idle 2-CPU machine, longer on a busy one; `--help` for the sizes). It starts a private
-redis-server on a free loopback port and the loopback fake observer (`deterministic_reply`:
-instant, or after 1-2 s like a real provider with `--observer-latency-ms 1000,2000`) in a process
-of its own. Then, for each (worker processes, batch size):
-start the `memq worker` processes, warm them up, publish a backlog up front and time first
-publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
-against the SQLite file afterwards); then publish at a steady fraction of that rate and time
-publish → `<prefix>:observations` message.
-
-At a real provider's latency, where the observer and not the CPU bounds throughput, compare
-worker CPU per event: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py --observer-latency-ms
-1000,2000 --sessions 200 --calls 8 --processes 1 --batches 1 --concurrency 64
---latency-seconds 0` (about a minute).
+Run from the repository root: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py` (defaults:
+about 2.5 minutes on an idle 2-CPU machine; `--help` for the sizes). It starts a private
+redis-server on a free loopback port and the fake observer (at once, or after 1-2 s like a real
+provider with `--observer-latency-ms 1000,2000`) in a process of its own. For each round and
+(worker processes, batch size): start the workers, warm them up, publish a backlog up front and
+time first publish → every event stored (the workers' `<prefix>:stats:outcomes` hash, checked
+against SQLite afterwards), reading worker CPU and Redis `INFO` around it; then publish at a
+steady fraction of that rate and time publish → `<prefix>:observations` message.
 """
 
 from __future__ import annotations
@@ -28,7 +23,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import msgspec
 import redis.asyncio as aioredis
 
 from bench.common import (
@@ -36,17 +30,15 @@ from bench.common import (
     WorkerProcesses,
     count_rows,
     fake_observer,
-    machine,
-    markdown_table,
     other_outcomes,
-    percentile,
     private_redis,
     stored,
     wait_stored,
     worker_env,
 )
 from bench.latency import CallMaker, steady
-from bench.redis_cost import RedisCost, redis_cost
+from bench.redis_cost import redis_cost
+from bench.throughput_report import Config, Latency, Result, report
 from worker.ingest.producer import Producer
 from worker.keys import Keys
 from worker.settings import Settings
@@ -54,50 +46,7 @@ from worker.settings import Settings
 PREFIX = "bench"
 KEYS = Keys(PREFIX)
 _STARTED = time.monotonic()
-
-
-class Config(msgspec.Struct, frozen=True, kw_only=True):
-    """The bench's sizes, from the command line."""
-
-    sessions: int
-    calls: int
-    output_chars: int
-    processes: list[int]
-    batches: list[int]
-    concurrency: int
-    batch_wait_ms: int
-    latency_s: float
-    latency_fractions: list[float]
-    latency_sessions: list[int]
-    chroma: str
-    observer_latency_s: tuple[float, float] | None
-    workdir: str | None
-
-
-class Latency(msgspec.Struct, kw_only=True):
-    """One steady-rate run: publish → broadcast latencies at a fraction of the drain rate."""
-
-    fraction: float
-    sessions: int
-    target_rate: float = 0.0
-    published_rate: float = 0.0
-    latencies_ms: list[float] = []
-    missing: int = 0
-    calls: int = 0
-
-
-class Result(msgspec.Struct, kw_only=True):
-    """One configuration: its backlog drain and, when run, its steady-rate latencies."""
-
-    processes: int
-    batch: int
-    events: int = 0
-    publish_s: float = 0.0
-    drain_s: float = 0.0
-    drain_calls: int = 0  # observer requests: shows the batch sizes actually reached
-    worker_cpu_s: float = 0.0
-    redis: RedisCost = RedisCost()  # the drain's, the bench's publishing and polling included
-    latency: list[Latency] = []
+IDLE_S = 3.0
 
 
 def progress(message: str) -> None:
@@ -106,12 +55,12 @@ def progress(message: str) -> None:
 
 
 async def run_config(
-    processes: int, batch: int, url: str, observer_url: str, tmp: Path, cfg: Config
+    processes: int, batch: int, repeat: int, url: str, observer_url: str, tmp: Path, cfg: Config
 ) -> Result:
     """Start the workers, warm up, time the backlog drain, then the steady-rate latency."""
-    name = f"p{processes}b{batch}"
+    name = f"p{processes}b{batch}r{repeat}"
     data_dir = tmp / name
-    result = Result(processes=processes, batch=batch)
+    result = Result(processes=processes, batch=batch, repeat=repeat)
     maker = CallMaker(cfg.output_chars)
     client = aioredis.Redis.from_url(url)
     await client.flushall()
@@ -125,6 +74,10 @@ async def run_config(
         await producer.publish_many(warm)
         await wait_stored(client, KEYS, len(warm), workers, timeout_s=180)
         progress(f"{name}: workers up and warm")
+        cpu, before = workers.cpu_seconds(), await redis_cost(client)
+        await asyncio.sleep(IDLE_S)  # what the processes cost doing nothing: queue polling
+        result.idle_cpu_per_s = (workers.cpu_seconds() - cpu) / IDLE_S
+        result.idle_redis_per_s = (await redis_cost(client) - before).commands / IDLE_S
 
         backlog = maker.interleaved(f"{name}-tp", cfg.sessions, cfg.calls)
         base, cpu = await stored(client, KEYS), workers.cpu_seconds()
@@ -171,93 +124,6 @@ def latency_tag(name: str, run: Latency) -> str:
     return f"{name}-lat{run.fraction:g}-n{run.sessions}"
 
 
-def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
-    """Print the machine, the run's noise, the throughput table and the latency table."""
-    print(f"Machine: {machine()}.")
-    print(
-        "redis-server, the fake observer, the bench process (publisher and subscriber) and the "
-        f"workers all share these CPUs; {noise}.\n"
-    )
-    print(
-        f"Backlog drain: {cfg.sessions} sessions x {cfg.calls} tool calls of ~"
-        f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
-        "from the first publish until every event is stored; "
-        f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
-        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
-    )
-    single = {r.batch: r for r in results if r.processes == 1}
-    rows = []
-    for r in results:
-        rate = r.events / r.drain_s
-        one = single.get(r.batch)
-        scaling = f"{rate * one.drain_s / one.events:.2f}x" if one else "-"
-        rows.append([
-            r.processes, r.batch, r.events, round(r.publish_s, 2), round(r.drain_s, 2),
-            round(rate), round(rate / r.processes), scaling, round(r.events / r.drain_calls, 2),
-        ])  # fmt: skip
-    headers = ["processes", "batch", "events", "publish s", "seconds", "events/s",
-               "events/s per process", "vs 1 process", "events per observer call"]  # fmt: skip
-    print(markdown_table(headers, rows))
-    print(
-        "\nCost per event over the same drains, and the ceilings it implies. Worker CPU: user + "
-        "system of the `memq worker` processes. Redis: the private redis-server's "
-        "`INFO commandstats` calls (commands inside Lua scripts included) and `INFO cpu` user + "
-        "system, publishing and the bench's polling of the outcomes hash (one HMGET per 10 ms) "
-        "included. Events/s one Redis core carries = 1e6 / Redis CPU µs per event; events/s per "
-        "worker core = 1000 / worker CPU ms per event; the last column divides it by the "
-        "1-process row's (1.00 = no contention between the workers).\n"
-    )
-    rows = []
-    for r in results:
-        one = single.get(r.batch)
-        per_cpu = r.events / r.worker_cpu_s
-        ratio = round(per_cpu / (one.events / one.worker_cpu_s), 2) if one else "-"
-        redis_us = r.redis.cpu_s / r.events * 1e6
-        rows.append([
-            r.processes, r.batch, round(r.worker_cpu_s / r.events * 1000, 2),
-            round(r.redis.commands / r.events, 1), round(redis_us, 1),
-            round(1e6 / redis_us), round(per_cpu), ratio,
-        ])  # fmt: skip
-    headers = ["processes", "batch", "worker CPU ms per event", "Redis commands per event",
-               "Redis CPU µs per event", "events/s one Redis core carries",
-               "events/s per worker core", "per worker CPU-second vs 1 process"]  # fmt: skip
-    print(markdown_table(headers, rows))
-    if cfg.latency_s <= 0:
-        return
-    fractions = ", ".join(f"{f:.0%}" for f in cfg.latency_fractions)
-    spreads = ", ".join(str(n) for n in cfg.latency_sessions)
-    print(
-        f"\nPublish → broadcast latency at {fractions} of each row's drain rate: "
-        f"{cfg.latency_s:g} s of steady publishing spread round-robin over {spreads} sessions; "
-        "publish time taken before the call, receive time when the bench's subscriber to "
-        f"`{KEYS.observations}` reads the message.\n"
-    )
-    rows = []
-    for r in results:
-        for run in r.latency:
-            ms = run.latencies_ms
-            per_call = round(len(ms) / run.calls, 2) if run.calls else "-"
-            rows.append([
-                r.processes, r.batch, run.sessions, f"{run.fraction:.0%}", round(run.target_rate),
-                round(run.published_rate), len(ms),
-                *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
-                round(max(ms)) if ms else "-",
-                run.missing, per_call,
-            ])  # fmt: skip
-    headers = ["processes", "batch", "sessions", "of drain rate", "target events/s",
-               "published events/s", "events", "p50 ms", "p99 ms", "max ms", "missing",
-               "events per observer call"]  # fmt: skip
-    print(markdown_table(headers, rows))
-
-
-def observer_line(cfg: Config) -> str:
-    """How fast the fake observer answers."""
-    if cfg.observer_latency_s is None:
-        return "the fake observer answers at once"
-    low, high = (round(v * 1000) for v in cfg.observer_latency_s)
-    return f"the fake observer answers after a uniform {low}-{high} ms"
-
-
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     """Command-line sizes; the defaults take about 2.5 minutes on an idle 2-CPU machine."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
@@ -278,6 +144,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--observer-latency-ms", metavar="LOW,HIGH",
                    help="the fake observer answers after a uniform LOW..HIGH ms")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run every configuration this many times, in rounds")  # fmt: skip
     a = p.parse_args(argv)
     return Config(
         sessions=a.sessions,
@@ -293,6 +161,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         chroma=a.chroma,
         observer_latency_s=_latency_range(a.observer_latency_ms),
         workdir=a.workdir,
+        repeats=a.repeats,
     )
 
 
@@ -304,9 +173,10 @@ def _latency_range(text: str | None) -> tuple[float, float] | None:
 
 
 async def run_all(cfg: Config, url: str, observer_url: str, tmp: Path) -> list[Result]:
-    """Every (processes, batch) configuration, one after the other."""
+    """Every (processes, batch) configuration, one after the other, `repeats` times over."""
     return [
-        await run_config(processes, batch, url, observer_url, tmp, cfg)
+        await run_config(processes, batch, repeat, url, observer_url, tmp, cfg)
+        for repeat in range(cfg.repeats)
         for processes in cfg.processes
         for batch in cfg.batches
     ]
@@ -324,7 +194,7 @@ def main() -> None:
             assert server.proc is not None
             results = asyncio.run(run_all(cfg, server.url, observer.url, tmp))
             noise = meter.report([server.proc.pid, observer.proc.pid])
-    report(results, cfg, noise)
+    report(results, cfg, noise, KEYS.observations)
 
 
 if __name__ == "__main__":
