@@ -75,7 +75,9 @@ def report(results: Sequence[Result], cfg: Config, noise: str, channel: str) -> 
         f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
         "from the first publish until every event is stored; "
         f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
-        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
+        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}. The benches set "
+        "MEMQ_BATCH_MAX_WAIT_S=0 (`bench/common.worker_env`): every turn is due at once instead "
+        "of waiting up to 30 s for its batch to fill, so a drain is not held back.\n"
     )
     single = {(r.batch, r.repeat): r for r in results if r.processes == 1}
     rows = []
@@ -135,13 +137,13 @@ def report(results: Sequence[Result], cfg: Config, noise: str, channel: str) -> 
             ms = run.latencies_ms
             per_call = round(len(ms) / run.calls, 2) if run.calls else "-"
             rows.append([
-                r.processes, r.batch, run.sessions, f"{run.fraction:.0%}", round(run.target_rate),
-                round(run.published_rate), len(ms),
+                r.repeat + 1, r.processes, r.batch, run.sessions, f"{run.fraction:.0%}",
+                round(run.target_rate), round(run.published_rate), len(ms),
                 *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
                 round(max(ms)) if ms else "-",
                 run.missing, per_call,
             ])  # fmt: skip
-    headers = ["processes", "batch", "sessions", "of drain rate", "target events/s",
+    headers = ["round", "processes", "batch", "sessions", "of drain rate", "target events/s",
                "published events/s", "events", "p50 ms", "p99 ms", "max ms", "missing",
                "events per observer call"]  # fmt: skip
     print(markdown_table(headers, rows))
