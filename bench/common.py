@@ -148,7 +148,10 @@ _SERVE_OBSERVER = """
 import sys
 from tests.support.fake_observer import FakeObserver, slow_observer
 fake = FakeObserver()
-if len(sys.argv) > 1:
+if sys.argv[3:] == ["keyed"]:
+    from bench.latency import keyed_observer
+    fake.responder = keyed_observer(float(sys.argv[1]), float(sys.argv[2]))
+elif len(sys.argv) > 1:
     fake.responder = slow_observer(float(sys.argv[1]), float(sys.argv[2]))
 print(fake.url, flush=True)
 sys.stdin.read()
@@ -165,10 +168,14 @@ class ObserverProcess:
 
 
 @contextmanager
-def fake_observer(latency_s: tuple[float, float] | None = None) -> Iterator[ObserverProcess]:
+def fake_observer(
+    latency_s: tuple[float, float] | None = None, keyed: bool = False
+) -> Iterator[ObserverProcess]:
     """Start the fake observer in its own process (answering after a uniform `latency_s`
-    range when given, else at once); stopped afterwards."""
+    range when given, else at once; `keyed`: a delay the bench can compute from the turn's
+    last token, `bench.latency.token_delay_s`); stopped afterwards."""
     delay = [str(v) for v in latency_s] if latency_s else []
+    delay += ["keyed"] if keyed and latency_s else []
     proc = subprocess.Popen(
         [sys.executable, "-c", _SERVE_OBSERVER, *delay],
         cwd=REPO,

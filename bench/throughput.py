@@ -1,36 +1,28 @@
-"""Throughput bench: events/s stored end to end by `memq worker` processes, and broadcast latency.
+"""Throughput bench: events/s stored end to end by `memq worker` processes, what each event costs
+the workers and Redis, and broadcast latency.
 
-Run from the repository root: `.venv/bin/python bench/throughput.py` (defaults: about 2.5 minutes
-on an idle 2-CPU machine, longer on a busy one; `--help` for the sizes). It starts a private
-redis-server on a free loopback port and the loopback fake observer (`deterministic_reply`:
-instant, or after 1-2 s like a real provider with `--observer-latency-ms 1000,2000`) in a process
-of its own. Then, for each (worker processes, batch size):
-start the `memq worker` processes, warm them up, publish a backlog up front and time first
-publish → every event stored (counted from the workers' `<prefix>:stats:outcomes` hash, checked
-against the SQLite file afterwards); then publish at a steady fraction of that rate and time
-publish → `<prefix>:observations` message.
-
-At a real provider's latency, where the observer and not the CPU bounds throughput, compare
-worker CPU per event: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py --observer-latency-ms
-1000,2000 --sessions 200 --calls 8 --processes 1 --batches 1 --concurrency 64
---latency-seconds 0` (about a minute).
+Run from the repository root: `PYTHONPATH=$PWD .venv/bin/python bench/throughput.py` (defaults:
+about 2.5 minutes on an idle 2-CPU machine; `--help` for the sizes). It starts a private
+redis-server on a free loopback port and the fake observer (at once, or after 1-2 s like a real
+provider with `--observer-latency-ms 1000,2000`) in a process of its own. For each round and
+(worker processes, batch size): start the workers, warm them up, publish a backlog up front and
+time first publish → every event stored (the workers' `<prefix>:stats:outcomes` hash, checked
+against SQLite afterwards), reading worker CPU and Redis `INFO` around it; then publish at a
+steady fraction of that rate and time publish → `<prefix>:observations` message.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import msgspec
 import redis.asyncio as aioredis
 
 from bench.common import (
@@ -38,68 +30,23 @@ from bench.common import (
     WorkerProcesses,
     count_rows,
     fake_observer,
-    machine,
-    markdown_table,
     other_outcomes,
-    percentile,
     private_redis,
     stored,
     wait_stored,
     worker_env,
 )
-from pipeline.events import ToolCall
+from bench.latency import CallMaker, steady
+from bench.redis_cost import redis_cost
+from bench.throughput_report import Config, Latency, Result, report
 from worker.ingest.producer import Producer
 from worker.keys import Keys
 from worker.settings import Settings
 
 PREFIX = "bench"
 KEYS = Keys(PREFIX)
-_TOKEN = re.compile(r"\bL(\d{8})\b")
-_LINE = "tests/test_cart.py::test_discount_{j} PASSED [{p:3d}%] in 0.0{d}s (cart total 90.00)\n"
 _STARTED = time.monotonic()
-
-
-class Config(msgspec.Struct, frozen=True, kw_only=True):
-    """The bench's sizes, from the command line."""
-
-    sessions: int
-    calls: int
-    output_chars: int
-    processes: list[int]
-    batches: list[int]
-    concurrency: int
-    batch_wait_ms: int
-    latency_s: float
-    latency_fractions: list[float]
-    latency_sessions: list[int]
-    chroma: str
-    observer_latency_s: tuple[float, float] | None
-    workdir: str | None
-
-
-class Latency(msgspec.Struct, kw_only=True):
-    """One steady-rate run: publish → broadcast latencies at a fraction of the drain rate."""
-
-    fraction: float
-    sessions: int
-    target_rate: float = 0.0
-    published_rate: float = 0.0
-    latencies_ms: list[float] = []
-    missing: int = 0
-    calls: int = 0
-
-
-class Result(msgspec.Struct, kw_only=True):
-    """One configuration: its backlog drain and, when run, its steady-rate latencies."""
-
-    processes: int
-    batch: int
-    events: int = 0
-    publish_s: float = 0.0
-    drain_s: float = 0.0
-    drain_calls: int = 0  # observer requests: shows the batch sizes actually reached
-    worker_cpu_s: float = 0.0
-    latency: list[Latency] = []
+IDLE_S = 3.0
 
 
 def progress(message: str) -> None:
@@ -107,90 +54,13 @@ def progress(message: str) -> None:
     print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
-class CallMaker:
-    """Builds ~2 KB Bash calls; each command opens with a unique token that the title shows."""
-
-    def __init__(self, output_chars: int) -> None:
-        lines = (_LINE.format(j=j, p=j % 100, d=j % 10) for j in range(output_chars // 50 + 1))
-        self.output = "".join(lines)[:output_chars]
-        self.last_token = 0
-
-    def call(self, session: str, n: int) -> ToolCall:
-        self.last_token += 1
-        token = self.last_token
-        return ToolCall(
-            event_id=f"{session}-{n}-{token}",
-            memory_session_id=session,
-            project="shop",
-            occurred_at=datetime.now(UTC),
-            tool_name="Bash",
-            tool_input={"command": f"L{token:08d} pytest tests/test_cart.py -k discount_{n}"},
-            tool_output={"stdout": self.output, "stderr": "", "interrupted": False},
-            cwd="/home/dev/shop",
-        )
-
-    def interleaved(self, tag: str, sessions: int, calls: int) -> list[ToolCall]:
-        """`calls` events for each session, round-robin (as concurrent agents publish them)."""
-        return [self.call(f"{tag}-s{s}", n) for n in range(calls) for s in range(sessions)]
-
-
-def token_of(event: ToolCall) -> int:
-    match = _TOKEN.search(event.tool_input["command"])
-    assert match is not None
-    return int(match[1])
-
-
-async def steady(
-    producer: Producer, client: aioredis.Redis, workers: WorkerProcesses,
-    events: list[ToolCall], rate: float,
-) -> tuple[list[float], int, float]:  # fmt: skip
-    """Publish at `rate` events/s: latencies (ms) to each broadcast, missing count, rate reached."""
-    received: dict[int, float] = {}
-    pubsub = client.pubsub()
-    await pubsub.subscribe(KEYS.observations)
-    await pubsub.get_message(timeout=1.0)  # the subscribe confirmation
-
-    async def listen() -> None:
-        while True:
-            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-            if message is not None:
-                now = time.perf_counter()
-                match = _TOKEN.search(msgspec.json.decode(message["data"]).get("title") or "")
-                if match:
-                    received[int(match[1])] = now
-
-    listener = asyncio.create_task(listen())
-    tokens = [token_of(e) for e in events]
-    published: dict[int, float] = {}
-    started = time.perf_counter()
-    sent = 0
-    while sent < len(events):
-        due = min(len(events), int((time.perf_counter() - started) * rate) + 1)
-        if due > sent:
-            now = time.perf_counter()
-            published.update((t, now) for t in tokens[sent:due])
-            await producer.publish_many(events[sent:due])
-            sent = due
-        await asyncio.sleep(0.002)
-    reached = len(events) / (time.perf_counter() - started)
-    deadline = time.monotonic() + 20
-    while len(received) < len(tokens) and time.monotonic() < deadline:
-        workers.check_alive()
-        await asyncio.sleep(0.05)
-    listener.cancel()
-    await asyncio.gather(listener, return_exceptions=True)
-    await pubsub.aclose()  # type: ignore[no-untyped-call]
-    latencies = [(received[t] - published[t]) * 1000 for t in tokens if t in received]
-    return latencies, len(tokens) - len(latencies), reached
-
-
 async def run_config(
-    processes: int, batch: int, url: str, observer_url: str, tmp: Path, cfg: Config
+    processes: int, batch: int, repeat: int, url: str, observer_url: str, tmp: Path, cfg: Config
 ) -> Result:
     """Start the workers, warm up, time the backlog drain, then the steady-rate latency."""
-    name = f"p{processes}b{batch}"
+    name = f"p{processes}b{batch}r{repeat}"
     data_dir = tmp / name
-    result = Result(processes=processes, batch=batch)
+    result = Result(processes=processes, batch=batch, repeat=repeat)
     maker = CallMaker(cfg.output_chars)
     client = aioredis.Redis.from_url(url)
     await client.flushall()
@@ -204,15 +74,21 @@ async def run_config(
         await producer.publish_many(warm)
         await wait_stored(client, KEYS, len(warm), workers, timeout_s=180)
         progress(f"{name}: workers up and warm")
+        cpu, before = workers.cpu_seconds(), await redis_cost(client)
+        await asyncio.sleep(IDLE_S)  # what the processes cost doing nothing: queue polling
+        result.idle_cpu_per_s = (workers.cpu_seconds() - cpu) / IDLE_S
+        result.idle_redis_per_s = (await redis_cost(client) - before).commands / IDLE_S
 
         backlog = maker.interleaved(f"{name}-tp", cfg.sessions, cfg.calls)
         base, cpu = await stored(client, KEYS), workers.cpu_seconds()
+        redis_before = await redis_cost(client)
         started = time.monotonic()
         await producer.publish_many(backlog)
         result.publish_s = time.monotonic() - started
         done = await wait_stored(client, KEYS, base + len(backlog), workers, timeout_s=600)
         result.events, result.drain_s = len(backlog), done - started
         result.worker_cpu_s = workers.cpu_seconds() - cpu
+        result.redis = await redis_cost(client) - redis_before
         progress(f"{name}: {len(backlog)} events stored in {result.drain_s:.2f} s")
 
         runs = [(f, n) for n in cfg.latency_sessions for f in cfg.latency_fractions]
@@ -222,9 +98,10 @@ async def run_config(
             count = max(1, int(run.target_rate * cfg.latency_s))
             tag = f"{latency_tag(name, run)}-s"  # count_rows matches "<tag>-%"
             calls = [maker.call(f"{tag}{i % sessions}", i) for i in range(count)]
-            run.latencies_ms, run.missing, run.published_rate = await steady(
-                producer, client, workers, calls, run.target_rate
+            latencies, run.missing, run.published_rate = await steady(
+                producer, client, KEYS.observations, workers, calls, run.target_rate
             )
+            run.latencies_ms = list(latencies.values())
             result.latency.append(run)
             progress(f"{name}: latency run at {fraction:.0%} over {sessions} sessions done")
         if bad := await other_outcomes(client, KEYS):
@@ -247,70 +124,6 @@ def latency_tag(name: str, run: Latency) -> str:
     return f"{name}-lat{run.fraction:g}-n{run.sessions}"
 
 
-def report(results: Sequence[Result], cfg: Config, noise: str) -> None:
-    """Print the machine, the run's noise, the throughput table and the latency table."""
-    print(f"Machine: {machine()}.")
-    print(
-        "redis-server, the fake observer, the bench process (publisher and subscriber) and the "
-        f"workers all share these CPUs; {noise}.\n"
-    )
-    print(
-        f"Backlog drain: {cfg.sessions} sessions x {cfg.calls} tool calls of ~"
-        f"{cfg.output_chars / 1000:.0f} KB published up front (`Producer.publish_many`), timed "
-        "from the first publish until every event is stored; "
-        f"MEMQ_CONCURRENCY={cfg.concurrency}, MEMQ_BATCH_WAIT_MS={cfg.batch_wait_ms}, "
-        f"MEMQ_CHROMA={cfg.chroma}; {observer_line(cfg)}.\n"
-    )
-    single = {r.batch: r.events / r.drain_s for r in results if r.processes == 1}
-    rows = []
-    for r in results:
-        rate = r.events / r.drain_s
-        scaling = f"{rate / single[r.batch]:.2f}x" if r.batch in single else "-"
-        rows.append([
-            r.processes, r.batch, r.events, round(r.publish_s, 2), round(r.drain_s, 2),
-            round(rate), round(rate / r.processes), scaling, round(r.events / r.drain_calls, 2),
-            round(r.worker_cpu_s / r.events * 1000, 2), round(r.events / r.worker_cpu_s),
-        ])  # fmt: skip
-    headers = ["processes", "batch", "events", "publish s", "seconds", "events/s",
-               "events/s per process", "vs 1 process", "events per observer call",
-               "worker CPU ms per event", "events per worker CPU-second"]  # fmt: skip
-    print(markdown_table(headers, rows))
-    if cfg.latency_s <= 0:
-        return
-    fractions = ", ".join(f"{f:.0%}" for f in cfg.latency_fractions)
-    spreads = ", ".join(str(n) for n in cfg.latency_sessions)
-    print(
-        f"\nPublish → broadcast latency at {fractions} of each row's drain rate: "
-        f"{cfg.latency_s:g} s of steady publishing spread round-robin over {spreads} sessions; "
-        "publish time taken before the call, receive time when the bench's subscriber to "
-        f"`{KEYS.observations}` reads the message.\n"
-    )
-    rows = []
-    for r in results:
-        for run in r.latency:
-            ms = run.latencies_ms
-            per_call = round(len(ms) / run.calls, 2) if run.calls else "-"
-            rows.append([
-                r.processes, r.batch, run.sessions, f"{run.fraction:.0%}", round(run.target_rate),
-                round(run.published_rate), len(ms),
-                *((round(percentile(ms, q)) for q in (50, 99)) if ms else ("-", "-")),
-                round(max(ms)) if ms else "-",
-                run.missing, per_call,
-            ])  # fmt: skip
-    headers = ["processes", "batch", "sessions", "of drain rate", "target events/s",
-               "published events/s", "events", "p50 ms", "p99 ms", "max ms", "missing",
-               "events per observer call"]  # fmt: skip
-    print(markdown_table(headers, rows))
-
-
-def observer_line(cfg: Config) -> str:
-    """How fast the fake observer answers."""
-    if cfg.observer_latency_s is None:
-        return "the fake observer answers at once"
-    low, high = (round(v * 1000) for v in cfg.observer_latency_s)
-    return f"the fake observer answers after a uniform {low}-{high} ms"
-
-
 def parse_args(argv: Sequence[str] | None = None) -> Config:
     """Command-line sizes; the defaults take about 2.5 minutes on an idle 2-CPU machine."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
@@ -331,6 +144,8 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
     p.add_argument("--observer-latency-ms", metavar="LOW,HIGH",
                    help="the fake observer answers after a uniform LOW..HIGH ms")  # fmt: skip
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="run every configuration this many times, in rounds")  # fmt: skip
     a = p.parse_args(argv)
     return Config(
         sessions=a.sessions,
@@ -346,6 +161,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Config:
         chroma=a.chroma,
         observer_latency_s=_latency_range(a.observer_latency_ms),
         workdir=a.workdir,
+        repeats=a.repeats,
     )
 
 
@@ -357,9 +173,10 @@ def _latency_range(text: str | None) -> tuple[float, float] | None:
 
 
 async def run_all(cfg: Config, url: str, observer_url: str, tmp: Path) -> list[Result]:
-    """Every (processes, batch) configuration, one after the other."""
+    """Every (processes, batch) configuration, one after the other, `repeats` times over."""
     return [
-        await run_config(processes, batch, url, observer_url, tmp, cfg)
+        await run_config(processes, batch, repeat, url, observer_url, tmp, cfg)
+        for repeat in range(cfg.repeats)
         for processes in cfg.processes
         for batch in cfg.batches
     ]
@@ -377,7 +194,7 @@ def main() -> None:
             assert server.proc is not None
             results = asyncio.run(run_all(cfg, server.url, observer.url, tmp))
             noise = meter.report([server.proc.pid, observer.proc.pid])
-    report(results, cfg, noise)
+    report(results, cfg, noise, KEYS.observations)
 
 
 if __name__ == "__main__":
