@@ -317,7 +317,10 @@ async def test_answers_over_the_cap_are_cut_and_say_so(
         many = await _call(client, "get_observations", ids=ids)
         one = await _call(client, "get_observations", ids=[pool.id])
         small = await _call(client, "get_observations", ids=ids[:1])
+        context = await _call(client, "context", project=rows[0].project)
     assert len(many) <= 1000
+    assert len(context) <= 1000
+    assert "[memq cut this answer to MEMQ_MCP_MAX_CHARS=1000 characters: it left out" in context
     assert len(one) <= 1000
     assert "[memq cut this answer to MEMQ_MCP_MAX_CHARS=1000 characters: it shows" in many
     cut = many.rpartition("[memq cut")[2]

@@ -167,16 +167,32 @@ async def context_text(
     max_chars: int,
     freshness: Freshness | None = None,
 ) -> str:
-    """`memq context`'s Markdown (already a notes block), within both budgets."""
-    result = await build_context(
-        store,
-        project,
-        budget_chars=min(context_chars, max_chars),
-        freshness=freshness or Freshness.here(),
-    )
+    """`memq context`'s Markdown (already a notes block), within both budgets; says when
+    MEMQ_MCP_MAX_CHARS left out observations `memq context` would show."""
+    freshness = freshness or Freshness.here()
+    if max_chars >= context_chars:
+        result = await build_context(
+            store, project, budget_chars=context_chars, freshness=freshness
+        )
+        note = ""
+    else:
+        result = await build_context(
+            store, project, budget_chars=max_chars - _CUT_ROOM, freshness=freshness
+        )
+        whole = await build_context(store, project, budget_chars=context_chars, freshness=freshness)
+        left_out = len(whole.observations) - len(result.observations)
+        note = (
+            f"[memq cut this answer to MEMQ_MCP_MAX_CHARS={max_chars} characters: it left out"
+            f" {counted(left_out, ('observation', 'observations'))}; search for them]\n"
+            if left_out > 0
+            else ""
+        )
     if not result.markdown:
         return f"memq has nothing stored for project {as_data(project)!r} yet.\n"
-    return result.markdown
+    return result.markdown + note
+
+
+_CUT_ROOM = 160  # the cut note's length, kept free under the cap
 
 
 def parse_ref(value: int | str) -> RowKey:
