@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import msgspec
 
 from worker.storage.records import CostDay, DroppedRow, SessionRow, StoreCounts, StoredRow
 from worker.storage.sql_conn import Row
 
+T = TypeVar("T")
 _decode_list = msgspec.json.Decoder(list[str])
 _decode_hashes = msgspec.json.Decoder(dict[str, str | None])
 
@@ -113,16 +115,7 @@ def stored_row(row: Row) -> StoredRow:
 
 def session_row(row: Row) -> SessionRow:
     """Map a row of the sessions listing to a SessionRow."""
-    return SessionRow(
-        memory_session_id=row["memory_session_id"],
-        project=row["project"],
-        started_at=row["started_at"],
-        last_activity_at=row["last_activity_at"],
-        ended_at=row["ended_at"],
-        prompts=row["prompts"],
-        observations=row["observations"],
-        summaries=row["summaries"],
-    )
+    return by_name(row, SessionRow)
 
 
 def dropped_row(row: Row) -> DroppedRow:
@@ -143,25 +136,16 @@ def dropped_row(row: Row) -> DroppedRow:
 
 def store_counts(row: Row) -> StoreCounts:
     """Map the row of the counts query to StoreCounts."""
-    return StoreCounts(
-        sessions=row["sessions"],
-        observations=row["observations"],
-        summaries=row["summaries"],
-        prompts=row["prompts"],
-        dropped_outputs=row["dropped_outputs"],
-        input_tokens=row["input_tokens"],
-        cached_input_tokens=row["cached_input_tokens"],
-        output_tokens=row["output_tokens"],
-    )
+    return by_name(row, StoreCounts)
 
 
 def cost_day(row: Row) -> CostDay:
     """Map a row of the calls-by-day query to CostDay (its observations counted apart)."""
-    return CostDay(
-        project=row["project"],
-        day=row["day"],
-        input_tokens=int(row["input_tokens"]),
-        cached_input_tokens=int(row["cached_input_tokens"]),
-        output_tokens=int(row["output_tokens"]),
-        calls=int(row["calls"]),
-    )
+    return by_name(row, CostDay)
+
+
+def by_name(row: Row, kind: type[T]) -> T:
+    """A record whose fields are the row's columns, matched by name (numbers as numbers)."""
+    # Not `for column in row`: iterating a sqlite3.Row gives its values, not its columns.
+    columns = {column: row[column] for column in row.keys()}  # noqa: SIM118
+    return msgspec.convert(columns, kind, strict=False)

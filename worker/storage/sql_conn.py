@@ -18,6 +18,9 @@ class Row(Protocol):
 
     def __getitem__(self, column: str, /) -> Any: ...
 
+    def keys(self) -> Iterable[str]:
+        """The row's column names."""
+
 
 class SqlConn(Protocol):
     """One connection (or transaction) of a backend, through its driver's adapter."""
