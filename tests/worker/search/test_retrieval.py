@@ -14,7 +14,7 @@ from worker.search.vector_sync import VectorSync
 from worker.storage.sqlite.store import SqliteStore
 
 SET = Path(__file__).resolve().parents[3] / "bench" / "retrieval_set.json"
-HYBRID_RECALL5 = 0.85  # bench/retrieval.py measures 0.88; a drop below this is a regression
+HYBRID_RECALL5 = 0.9  # issue 14's target; bench/retrieval.py measures 0.92
 
 
 def test_the_set_is_labelled_and_paraphrases_share_no_word_with_their_answers() -> None:
