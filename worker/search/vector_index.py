@@ -83,7 +83,7 @@ def collection_name(prefix: str, embedding_name: str) -> str:
 
 
 def documents_for(row: StoredRow) -> list[VectorDocument]:
-    """A row's documents: title+subtitle, narrative and each fact; a summary's non-empty fields."""
+    """A row's documents: title+subtitle, narrative, each fact, its files; a summary's fields."""
     base: dict[str, MetadataValue] = {
         "sqlite_id": row.id,
         "memory_session_id": row.memory_session_id,
@@ -108,6 +108,10 @@ def documents_for(row: StoredRow) -> list[VectorDocument]:
     for i, fact in enumerate(row.facts or []):
         if fact.strip():
             docs.append(_doc(f"obs_{row.id}_fact_{i}", fact, base, field_type="fact", fact_index=i))
+    # Paths are in no other document (nor in FTS): "what changed in x/y.py" needs one of its own.
+    files = dict.fromkeys(f for f in (*(row.files_modified or []), *(row.files_read or [])) if f)
+    if files:
+        docs.append(_doc(f"obs_{row.id}_files", "\n".join(files), base, field_type="files"))
     return docs
 
 

@@ -135,8 +135,8 @@ def test_reindex_then_hybrid_search_and_reindex_again_is_idempotent(data_dir: Pa
         path=str(data_dir / "chroma"), settings=ChromaSettings(anonymized_telemetry=False)
     )
     (collection,) = client.list_collections()
-    # 2 observations x (title, narrative, one fact) + 5 non-empty summary fields, once each.
-    assert collection.count() == 2 * 3 + 5
+    # 2 observations x (title, narrative, one fact, files) + 5 non-empty summary fields, once each.
+    assert collection.count() == 2 * 4 + 5
 
 
 def test_search_text_output_shows_the_row(data_dir: Path) -> None:

@@ -189,11 +189,31 @@ async def test_hybrid_fuses_keyword_and_vector_rankings(
     result = await search(store, "login cookie", vectors=vectors, limit=3)
     assert result.mode == "hybrid"
     assert result.notice is None
-    # The keyword leg finds only the first row; the vector leg adds rows by meaning.
-    assert result.hits[0].title == "Login test fixed"
+    # The two rows holding both words lead (the summary matches in two of its documents);
+    # the vector leg adds a third by meaning.
+    assert {h.title for h in result.hits[:2]} == {"Login test fixed", "Fix the login test"}
     assert len(result.hits) == 3
     scores = [h.score for h in result.hits]
     assert scores == sorted(scores, reverse=True)
+
+
+async def test_a_row_matching_in_two_documents_outranks_one_slightly_closer_document(
+    store: SqliteStore, vectors: VectorSearch
+) -> None:
+    assert await store.vector_lag() == 0  # `vectors` indexed every row: the vector leg is on
+    found = await search(store, "login", mode="fts")
+    a, b = [h.id for h in found.hits if h.kind == "observation"][:2]
+
+    async def fixed(text: str, n: int, filters: TextFilter) -> list[VectorMatch]:
+        return [
+            VectorMatch(kind="observation", id=a, distance=0.10, text="a: one lucky fact"),
+            VectorMatch(kind="observation", id=b, distance=0.15, text="b: title"),
+            VectorMatch(kind="observation", id=b, distance=0.20, text="b: narrative"),
+        ]
+
+    result = await search(store, "anything", vectors=fixed, mode="vector", limit=2)
+    assert [h.id for h in result.hits] == [b, a]
+    assert [h.score for h in result.hits] == [pytest.approx(0.85 + 0.25 * 0.8), 0.9]
 
 
 async def test_vector_filters_match_the_keyword_filters(

@@ -186,6 +186,10 @@ def _row(**fields: Any) -> StoredRow:
         (_row(title=None, subtitle=None, narrative=None, facts=[]), {}),
         (_row(title="Only a title"), {"obs_7_title": "Only a title"}),
         (
+            _row(title="T", files_modified=["a.py"], files_read=["a.py", "", "b.py"]),
+            {"obs_7_title": "T", "obs_7_files": "a.py\nb.py"},
+        ),
+        (
             _row(kind="summary", type=None, request="Fix it", learned="", notes="n"),
             {"summary_7_request": "Fix it", "summary_7_notes": "n"},
         ),
