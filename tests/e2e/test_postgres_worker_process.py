@@ -52,6 +52,10 @@ async def _everything_done(
     return not await store.unannounced()
 
 
+async def _pruned(store: PostgresStore) -> bool:
+    return not await store.processed_event_ids("ancient", ["ancient-1"])
+
+
 @pytest.mark.slow
 async def test_a_worker_process_on_postgresql_stores_announces_and_acks_every_event(
     tmp_path: Path,
@@ -88,6 +92,8 @@ async def test_a_worker_process_on_postgresql_stores_announces_and_acks_every_ev
             timeout_s=15,
             what="every event stored, announced and acked",
         )
+        # The startup sweep runs beside the first jobs, not before them: wait for it too.
+        await wait_until(lambda: _pruned(store), timeout_s=15, what="the first sweep's pruning")
         rows = await _stored_rows(url)
         sessions = {s.memory_session_id: s for s in await store.sessions()}
         feed = await arq_redis.xrange(Keys(settings.prefix).feed)
