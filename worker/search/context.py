@@ -56,16 +56,23 @@ class Context(msgspec.Struct, frozen=True, kw_only=True):
     """Observations relevant enough to show but left out: their files changed since."""
 
 
-async def build_context(
+class Chosen(msgspec.Struct, frozen=True, kw_only=True):
+    """What a context shows before its budget: the summary and the observations picked."""
+
+    summary: StoredRow | None
+    observations: list[StoredRow]
+    stale_left_out: int
+
+
+async def choose_context(
     store: ReadStore,
     project: str,
     *,
     limit: int = DEFAULT_LIMIT,
-    budget_chars: int = 8000,
     freshness: Freshness | None = None,
     stale: StaleChoice = "prefer",
-) -> Context:
-    """The project's latest summary and its most relevant recent observations, within budget.
+) -> Chosen:
+    """The project's latest summary and most relevant recent observations (the store reads).
 
     With `freshness`, observations whose files changed since are marked and preferred less.
     """
@@ -78,14 +85,35 @@ async def build_context(
     if freshness is not None:
         recent = freshness.mark(recent)
     chosen, left_out = pick_fresh(recent, limit, stale)
-    markdown, shown = render(project, summary, chosen, budget_chars, left_out)
+    return Chosen(summary=summary, observations=chosen, stale_left_out=left_out)
+
+
+def fit_context(project: str, chosen: Chosen, budget_chars: int) -> Context:
+    """The chosen context rendered within `budget_chars`."""
+    markdown, shown = render(
+        project, chosen.summary, chosen.observations, budget_chars, chosen.stale_left_out
+    )
     return Context(
         project=project,
-        summary=summary,
+        summary=chosen.summary,
         observations=shown,
         markdown=markdown,
-        stale_left_out=left_out,
+        stale_left_out=chosen.stale_left_out,
     )
+
+
+async def build_context(
+    store: ReadStore,
+    project: str,
+    *,
+    limit: int = DEFAULT_LIMIT,
+    budget_chars: int = 8000,
+    freshness: Freshness | None = None,
+    stale: StaleChoice = "prefer",
+) -> Context:
+    """The project's latest summary and its most relevant recent observations, within budget."""
+    chosen = await choose_context(store, project, limit=limit, freshness=freshness, stale=stale)
+    return fit_context(project, chosen, budget_chars)
 
 
 def pick_fresh(

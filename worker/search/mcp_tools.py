@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import msgspec
 
 from worker.errors import WorkerError
-from worker.search.context import build_context
+from worker.search.context import choose_context, fit_context
 from worker.search.freshness import Freshness, changed_note
 from worker.search.hybrid import RowKey, SearchHit, VectorSearch, search
 from worker.search.mcp_text import bounded, cell, counted, cut_line
@@ -169,24 +169,18 @@ async def context_text(
 ) -> str:
     """`memq context`'s Markdown (already a notes block), within both budgets; says when
     MEMQ_MCP_MAX_CHARS left out observations `memq context` would show."""
-    freshness = freshness or Freshness.here()
-    if max_chars >= context_chars:
-        result = await build_context(
-            store, project, budget_chars=context_chars, freshness=freshness
-        )
-        note = ""
-    else:
-        result = await build_context(
-            store, project, budget_chars=max_chars - _CUT_ROOM, freshness=freshness
-        )
-        whole = await build_context(store, project, budget_chars=context_chars, freshness=freshness)
+    chosen = await choose_context(store, project, freshness=freshness or Freshness.here())
+    capped = max_chars < context_chars
+    result = fit_context(project, chosen, max_chars - _CUT_ROOM if capped else context_chars)
+    note = ""
+    if capped:
+        whole = fit_context(project, chosen, context_chars)
         left_out = len(whole.observations) - len(result.observations)
-        note = (
-            f"[memq cut this answer to MEMQ_MCP_MAX_CHARS={max_chars} characters: it left out"
-            f" {counted(left_out, ('observation', 'observations'))}; search for them]\n"
-            if left_out > 0
-            else ""
-        )
+        if left_out > 0:
+            note = (
+                f"[memq cut this answer to MEMQ_MCP_MAX_CHARS={max_chars} characters: it left"
+                f" out {counted(left_out, ('observation', 'observations'))}; search for them]\n"
+            )
     if not result.markdown:
         return f"memq has nothing stored for project {as_data(project)!r} yet.\n"
     return result.markdown + note
