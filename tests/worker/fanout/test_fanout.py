@@ -6,7 +6,6 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -19,13 +18,6 @@ from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("fan")
 CLIENT_NAME = "fanout-under-test"
-
-
-@pytest.fixture(name="store")
-async def _fix_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "memq.db")
-    yield store
-    await store.aclose()
 
 
 @pytest.fixture(name="consumer_redis")

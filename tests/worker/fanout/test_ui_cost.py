@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -129,13 +128,6 @@ def test_spend_shows_only_with_prices() -> None:
     # 750k uncached at 3, 250k cached at 0.3, 100k output at 15 per million.
     assert re.search(r'<dd data-stat="spend">3\.8250</dd>', priced)
     assert '<th scope="col">Spend</th>' in priced
-
-
-@pytest.fixture(name="store")
-async def _fix_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "memq.db")
-    yield store
-    await store.aclose()
 
 
 async def test_the_page_and_the_partial_draw_the_stored_cost(

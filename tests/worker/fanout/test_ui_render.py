@@ -5,15 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 import redis.asyncio as aioredis
 
 from tests.support.feed_rows import announce, observation, store_rows, summary
-from tests.support.ui_harness import read_events, running_ui, ui_settings
+from tests.support.ui_harness import read_events
 from worker.keys import Keys
 from worker.storage.records import StoredRow
 from worker.storage.sqlite.store import SqliteStore
@@ -21,21 +19,6 @@ from worker.storage.sqlite.store import SqliteStore
 KEYS = Keys("ui")
 HOSTILE_TITLE = "<script>window.__pwned=1</script>"
 HOSTILE_PROJECT = '"><img src=x onerror=alert(1)>'
-
-
-@pytest.fixture(name="store")
-async def _fix_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "memq.db")
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture(name="base_url")
-async def _fix_base_url(
-    tmp_path: Path, redis_url: str, redis: aioredis.Redis
-) -> AsyncIterator[str]:
-    async with running_ui(ui_settings(tmp_path, redis_url)) as url:
-        yield url
 
 
 def _card(page: str, row: StoredRow) -> str:

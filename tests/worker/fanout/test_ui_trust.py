@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -26,21 +25,6 @@ from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("ui")
 TOKEN = "a-long-enough-ui-token"  # 22 characters
-
-
-@pytest.fixture(name="store")
-async def _fix_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "memq.db")
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture(name="base_url")
-async def _fix_base_url(
-    tmp_path: Path, redis_url: str, redis: aioredis.Redis
-) -> AsyncIterator[str]:
-    async with running_ui(ui_settings(tmp_path, redis_url)) as url:
-        yield url
 
 
 async def _announce_fake(redis: aioredis.Redis, store: SqliteStore, numbers: range) -> None:
