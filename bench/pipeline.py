@@ -25,16 +25,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.classify import classify_observer_output
-from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import ToolCall
-from pipeline.framing import render_tool_field
-from pipeline.mode_files import load_mode
-from pipeline.modes import Mode
-from pipeline.parser import parse_agent_xml, strip_code_fences
-from pipeline.prompts import build_observation_prompt
+from pipeline.prompting.framing import render_tool_field
+from pipeline.prompting.mode_files import load_mode
+from pipeline.prompting.modes import Mode
+from pipeline.prompting.prompts import build_observation_prompt
 from pipeline.redaction.privacy import strip_private_tags
 from pipeline.redaction.redact import redact_secrets
+from pipeline.replies.classify import classify_observer_output
+from pipeline.replies.parser import parse_agent_xml, strip_code_fences
+from pipeline.turns.content_hash import compute_observation_content_hash
 
 SIZES = (200, 2_000, 20_000, 200_000)
 VARIANTS = 8  # events per (size, kind): different text, so no cache flatters a row

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from bench.common import CpuMeter, machine, markdown_table, percentile
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits
 from worker.search.embeddings import MiniLmEmbeddingFunction
 from worker.search.hybrid import SearchMode, SearchResult, index_search, search

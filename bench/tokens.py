@@ -32,9 +32,6 @@ import msgspec
 
 from bench.common import markdown_table
 from pipeline import compute_observation_content_hash, parse_agent_xml
-from pipeline.batching import plan_turns
-from pipeline.conversation import ObserverState, conversation_state, user_message
-from pipeline.due import BatchPolicy, Waiting, due_at_ms
 from pipeline.events import (
     Event,
     Prompt,
@@ -44,16 +41,19 @@ from pipeline.events import (
     encode_event,
     kind_of,
 )
-from pipeline.mode_files import load_mode
-from pipeline.modes import Mode
-from pipeline.prompts import (
+from pipeline.prompting.conversation import ObserverState, conversation_state, user_message
+from pipeline.prompting.mode_files import load_mode
+from pipeline.prompting.modes import Mode
+from pipeline.prompting.prompts import (
     build_init_prompt,
     build_observation_prompt,
     build_summary_prompt,
     format_timestamp,
 )
-from pipeline.settle import Answer, HistoryLimits, record, settle
-from pipeline.truncate import truncate_observation_field
+from pipeline.prompting.truncate import truncate_observation_field
+from pipeline.turns.batching import plan_turns
+from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
+from pipeline.turns.settle import Answer, HistoryLimits, record, settle
 from tests.support.fake_observer import RecordedRequest, deterministic_reply
 from worker.ingest.producer import prepare_event
 from worker.settings import Settings
@@ -179,7 +179,7 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
     """memq's worker path, turn by turn: the same pure steps `TurnRunner` takes.
 
     `live`: events arrive at their recorded `occurred_at` and a turn runs when it is due
-    (`pipeline.due`: a full batch, a request boundary, or MEMQ_BATCH_MAX_WAIT_S); otherwise
+    (`pipeline.turns.due`: a full batch, a request boundary, or MEMQ_BATCH_MAX_WAIT_S); otherwise
     the whole session is a backlog read MEMQ_BATCH_MAX_EVENTS entries at a time.
     """
     s = settings

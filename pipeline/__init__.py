@@ -11,41 +11,44 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the same names, for type checkers
-    from pipeline.classify import *  # noqa: F403
-    from pipeline.content_hash import *  # noqa: F403
     from pipeline.errors import *  # noqa: F403
     from pipeline.events import *  # noqa: F403
-    from pipeline.evidence import *  # noqa: F403
-    from pipeline.framing import *  # noqa: F403
-    from pipeline.mode_files import *  # noqa: F403
-    from pipeline.modes import *  # noqa: F403
-    from pipeline.parser import *  # noqa: F403
-    from pipeline.prompts import *  # noqa: F403
+    from pipeline.prompting.framing import *  # noqa: F403
+    from pipeline.prompting.mode_files import *  # noqa: F403
+    from pipeline.prompting.modes import *  # noqa: F403
+    from pipeline.prompting.prompts import *  # noqa: F403
+    from pipeline.prompting.truncate import *  # noqa: F403
     from pipeline.redaction.privacy import *  # noqa: F403
     from pipeline.redaction.redact import *  # noqa: F403
-    from pipeline.truncate import *  # noqa: F403
+    from pipeline.replies.classify import *  # noqa: F403
+    from pipeline.replies.parser import *  # noqa: F403
+    from pipeline.turns.content_hash import *  # noqa: F403
+    from pipeline.turns.evidence import *  # noqa: F403
 
 # The public API, each name under the module that defines it.
 _MODULE_NAMES: dict[str, tuple[str, ...]] = {
     f"pipeline.{module}": tuple(names.split())
     for module, names in {
-        "classify": "OutputCategory classify_observer_output is_auth_failure_observer_output"
-        " is_quota_limited_observer_output preview_output quota_reset_hint",
-        "content_hash": "compute_observation_content_hash",
+        "replies.classify": "OutputCategory classify_observer_output"
+        " is_auth_failure_observer_output is_quota_limited_observer_output preview_output"
+        " quota_reset_hint",
+        "turns.content_hash": "compute_observation_content_hash",
         "errors": "EventDecodeError ModeError ModeNotFoundError PipelineError",
         "events": "End Event Prompt Summarize ToolCall decode_event encode_event",
-        "evidence": "FileEvidence file_evidence mentioned_paths merge_model_files normalise_path"
-        " patch_paths",
-        "framing": "escape_xml_text render_tool_field",
-        "mode_files": "list_modes load_mode",
-        "modes": "Mode ModeFile ModePrompts ObservationConcept ObservationType resolve_mode",
-        "parser": "ParsedObservation ParsedSummary ParseResult parse_agent_xml strip_code_fences",
-        "prompts": "EmptyBatchError build_continuation_prompt build_init_prompt"
+        "turns.evidence": "FileEvidence file_evidence mentioned_paths merge_model_files"
+        " normalise_path patch_paths",
+        "prompting.framing": "escape_xml_text render_tool_field",
+        "prompting.mode_files": "list_modes load_mode",
+        "prompting.modes": "Mode ModeFile ModePrompts ObservationConcept ObservationType"
+        " resolve_mode",
+        "replies.parser": "ParsedObservation ParsedSummary ParseResult parse_agent_xml"
+        " strip_code_fences",
+        "prompting.prompts": "EmptyBatchError build_continuation_prompt build_init_prompt"
         " build_observation_prompt build_summary_prompt observation_skeleton",
         "redaction.privacy": "PRIVATE_TAG_NAMES is_entirely_private strip_private_tags"
         " strip_private_value",
         "redaction.redact": "SECRET_KINDS SecretMatch find_secrets redact_secrets redact_value",
-        "truncate": "truncate_observation_field",
+        "prompting.truncate": "truncate_observation_field",
     }.items()
 }
 _HOME = {name: module for module, names in _MODULE_NAMES.items() for name in names}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import string
 
-from pipeline.textnorm import js_trim
+from pipeline.replies.textnorm import js_trim
 
 PRIVATE_TAG_NAMES: tuple[str, ...] = (
     "private",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from arq.connections import ArqRedis
 
-from pipeline.prompts import RECORDED_ELEMENT, SESSION_ELEMENT
+from pipeline.prompting.prompts import RECORDED_ELEMENT, SESSION_ELEMENT
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_checks import observations
 from tests.support.worker_harness import (

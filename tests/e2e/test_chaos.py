@@ -38,7 +38,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from pipeline.events import ToolCall, encode_event
-from pipeline.prompts import RECORDED_ELEMENT
+from pipeline.prompting.prompts import RECORDED_ELEMENT
 from tests.support.fake_observer import FakeObserver, RecordedRequest, Reply, deterministic_reply
 from tests.support.redis_server import RedisServer
 from tests.support.worker_checks import wait_until

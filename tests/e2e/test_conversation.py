@@ -9,8 +9,8 @@ import msgspec
 import pytest
 from arq.connections import ArqRedis
 
-from pipeline.mode_files import load_mode
-from pipeline.prompts import RECORDED_ELEMENT
+from pipeline.prompting.mode_files import load_mode
+from pipeline.prompting.prompts import RECORDED_ELEMENT
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dropped_rows,

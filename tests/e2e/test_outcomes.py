@@ -10,7 +10,7 @@ import pytest
 from arq.connections import ArqRedis
 
 from pipeline.events import encode_event
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import (
     dead_letters,

@@ -2,7 +2,7 @@
 
 ruff's banned-api rule keeps I/O clients out of pipeline/; this walks each module's syntax
 tree for the stdlib calls that rule cannot see (docstrings and comments do not count). The one
-exception is DESIGN's: mode files are read by `load_mode` in pipeline/mode_files.py, which
+exception is DESIGN's: mode files are read by `load_mode` in pipeline/prompting/mode_files.py, which
 may read files and nothing else (no environment, no clock).
 """
 
@@ -77,7 +77,7 @@ def _modules() -> list[Path]:
     return sorted(PIPELINE.rglob("*.py"))
 
 
-SANCTIONED_READER = PIPELINE / "mode_files.py"
+SANCTIONED_READER = PIPELINE / "prompting" / "mode_files.py"
 _FILE_READS = ("open(", "__file__", *(f".{m}" for m in _DISK_METHODS if "write" not in m))
 
 

@@ -51,7 +51,7 @@ def test_the_wheel_holds_every_bundled_mode_file(wheel: Path) -> None:
     assert "modes/code.json" in bundled
     assert {"modes/code--ja.json", "modes/code--chill.json"} <= bundled
     assert {name for name in names if name.startswith("modes/")} == bundled
-    assert {"pipeline/mode_files.py", "pipeline/modes.py"} <= names
+    assert {"pipeline/prompting/mode_files.py", "pipeline/prompting/modes.py"} <= names
 
 
 def test_the_wheel_holds_the_web_uis_templates_and_static_files(wheel: Path) -> None:
@@ -76,7 +76,7 @@ def test_the_installed_loader_finds_its_bundled_modes(wheel: Path, tmp_path: Pat
     script = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from pathlib import Path\n"
-        "from pipeline import mode_files\n"
+        "from pipeline.prompting import mode_files\n"
         "site = Path(sys.argv[1]).resolve()\n"
         "assert Path(mode_files.__file__).resolve().is_relative_to(site), mode_files.__file__\n"
         "assert mode_files.BUNDLED_MODES_DIR == site / 'modes', mode_files.BUNDLED_MODES_DIR\n"

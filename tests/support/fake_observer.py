@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from pipeline.framing import escape_xml_text
+from pipeline.prompting.framing import escape_xml_text
 
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PATH = "/v1/chat/completions"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from worker.search.hybrid import SearchResult
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, ObservationRecord

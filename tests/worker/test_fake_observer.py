@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pipeline.events import ToolCall
-from pipeline.mode_files import load_mode
-from pipeline.modes import Mode
-from pipeline.parser import parse_agent_xml
-from pipeline.prompts import build_observation_prompt, build_summary_prompt
+from pipeline.prompting.mode_files import load_mode
+from pipeline.prompting.modes import Mode
+from pipeline.prompting.prompts import build_observation_prompt, build_summary_prompt
+from pipeline.replies.parser import parse_agent_xml
 from tests.support.fake_observer import (  # noqa: F401 (imported to register the fixture)
     ANTHROPIC_PATH,
     OPENAI_PATH,

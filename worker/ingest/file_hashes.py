@@ -9,7 +9,7 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from pipeline.events import Event, ToolCall
-from pipeline.evidence import file_evidence
+from pipeline.turns.evidence import file_evidence
 from worker.file_digest import file_sha256, relative_key
 from worker.project import checkout_root
 

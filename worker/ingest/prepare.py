@@ -18,10 +18,10 @@ from msgspec.structs import replace
 
 from pipeline.errors import EventDecodeError
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, decode_event, encode_event
-from pipeline.framing import render_tool_field
+from pipeline.prompting.framing import render_tool_field
+from pipeline.prompting.truncate import TruncatedField, split_observation_field
 from pipeline.redaction.privacy import strip_private_tags, strip_private_value
 from pipeline.redaction.redact import redact_secrets, redact_value
-from pipeline.truncate import TruncatedField, split_observation_field
 
 # The free-text fields of each kind: scrubbed, and cut when the event is over the cap.
 TEXT_FIELDS: dict[type, tuple[str, ...]] = {
@@ -30,7 +30,7 @@ TEXT_FIELDS: dict[type, tuple[str, ...]] = {
     Summarize: ("last_assistant_message",),
     End: ("reason",),
 }
-_HEAD, _TAIL = 0.6, 0.3  # pipeline.truncate keeps 60 % head and 30 % tail of max_chars
+_HEAD, _TAIL = 0.6, 0.3  # pipeline.prompting.truncate keeps 60 % head and 30 % tail of max_chars
 _MARKER_BYTES = 120  # the elided marker, JSON-escaped, plus the field's key
 _MIN_FIELD_CHARS = 256
 _FIT_ATTEMPTS = 8

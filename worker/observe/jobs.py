@@ -16,7 +16,7 @@ from arq.connections import ArqRedis
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
 
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from worker.keys import Keys
 from worker.logs import bind_session, session_context
 from worker.observe.runtime import Runtime, runtime_from

@@ -6,7 +6,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from pipeline.conversation import ObserverState
+from pipeline.prompting.conversation import ObserverState
 from worker.connect.lua import LuaScript
 from worker.keys import Keys
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
-from pipeline.modes import Mode
+from pipeline.prompting.modes import Mode
 from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.limits.admission import CallGate

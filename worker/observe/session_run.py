@@ -12,12 +12,12 @@ from typing import cast
 import msgspec
 from redis.exceptions import RedisError
 
-from pipeline.batching import TurnPlan, plan_turns
-from pipeline.conversation import ObserverState
-from pipeline.due import BatchPolicy, Waiting, due_at_ms
 from pipeline.errors import EventDecodeError
 from pipeline.events import Event, decode_event, kind_of
 from pipeline.outcomes import Outcome, TurnResult
+from pipeline.prompting.conversation import ObserverState
+from pipeline.turns.batching import TurnPlan, plan_turns
+from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
 from worker.backoff import backoff_s
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
@@ -188,7 +188,7 @@ async def _drive(
 
 
 def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
-    """Seconds until the delivered events' turn is due (`pipeline.due`); 0 when it is."""
+    """Seconds until the delivered events' turn is due (`pipeline.turns.due`); 0 when it is."""
     policy = BatchPolicy(
         max_events=s.batch_max_events,
         max_chars=s.batch_max_chars,

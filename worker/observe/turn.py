@@ -1,4 +1,4 @@
-"""One turn of a session: ask the observer, settle the reply (pipeline.settle), commit."""
+"""One turn of a session: ask the observer, settle the reply (pipeline.turns.settle), commit."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ from typing import cast
 import msgspec
 from redis.asyncio.client import Pipeline
 
-from pipeline.batching import TurnPlan
-from pipeline.conversation import Exchange, ObserverState, conversation_state, user_message
 from pipeline.outcomes import Outcome, TurnResult
-from pipeline.parser import parse_agent_xml
-from pipeline.settle import Answer, HistoryLimits, Settled, record, settle
+from pipeline.prompting.conversation import (
+    Exchange,
+    ObserverState,
+    conversation_state,
+    user_message,
+)
+from pipeline.replies.parser import parse_agent_xml
+from pipeline.turns.batching import TurnPlan
+from pipeline.turns.settle import Answer, HistoryLimits, Settled, record, settle
 from worker.backoff import backoff_s
 from worker.limits.admission import CALL_REFUSALS
 from worker.observe.runtime import Runtime

@@ -1,6 +1,6 @@
 """Observer providers (Anthropic Messages, OpenAI-compatible Chat Completions), one protocol."""
 
-from pipeline.conversation import Exchange
+from pipeline.prompting.conversation import Exchange
 from worker.observers.anthropic import AnthropicObserver
 from worker.observers.errors import (
     ObserverAuthError,

@@ -6,7 +6,7 @@ from typing import Protocol
 
 import msgspec
 
-from pipeline.conversation import Exchange
+from pipeline.prompting.conversation import Exchange
 
 
 class ObserverRequest(msgspec.Struct, frozen=True, kw_only=True):

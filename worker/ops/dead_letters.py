@@ -10,9 +10,9 @@ from redis.asyncio import Redis
 
 from pipeline.errors import EventDecodeError
 from pipeline.events import decode_event
-from pipeline.modes import Mode
-from pipeline.parser import parse_agent_xml
-from pipeline.turn_records import observation_records, summary_record
+from pipeline.prompting.modes import Mode
+from pipeline.replies.parser import parse_agent_xml
+from pipeline.turns.turn_records import observation_records, summary_record
 from worker.ingest.producer import event_publish_args
 from worker.keys import Keys
 from worker.observe.outbox import Outbox

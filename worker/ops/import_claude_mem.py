@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
-from pipeline.content_hash import compute_observation_content_hash
 from pipeline.redaction.privacy import strip_private_tags
 from pipeline.redaction.redact import redact_secrets
+from pipeline.turns.content_hash import compute_observation_content_hash
 from worker.errors import WorkerError
 from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, WriteStore
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from pipeline.evidence import normalise_path
+from pipeline.turns.evidence import normalise_path
 from worker.file_digest import file_sha256
 from worker.project import checkout_root, resolve_project
 from worker.search.hybrid import SearchHit

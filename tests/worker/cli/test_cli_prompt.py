@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from worker.cli.app import app
 
 RUNNER = CliRunner()

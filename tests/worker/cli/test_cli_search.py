@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url
 from tests.support.claude_mem_db import ClaudeMemDb
 from worker.cli.app import app

@@ -13,8 +13,8 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from pipeline.content_hash import compute_observation_content_hash
 from pipeline.events import Event
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.hook_agent import (
     KINDS,
     PREFIX,

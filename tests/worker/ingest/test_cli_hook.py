@@ -36,7 +36,7 @@ SECRET = "ghp_R7tY2uI9oP4aS6dF1gH3jK8lZ5xC0vB2nM7q"
 PRIVATE = "the launch code is 0000"
 HEAVY_MODULES = ("typer", "click", "redis", "arq", "anthropic", "openai", "aiosqlite", "httpx")
 # The pipeline's prompt side has nothing to do with publishing an event.
-# pipeline.evidence is needed: the hook hashes the files a tool call names (about 2.6 ms).
+# pipeline.turns.evidence is needed: the hook hashes the files a tool call names (about 2.6 ms).
 UNNEEDED_MODULES = {"json", "tomllib"} | {
     f"pipeline.{name}"
     for name in ("parser", "modes", "prompts", "classify", "content_hash", "xmltags")

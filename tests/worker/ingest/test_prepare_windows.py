@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from pipeline.events import ToolCall
-from pipeline.framing import render_tool_field
-from pipeline.truncate import TAIL_RATIO
+from pipeline.prompting.framing import render_tool_field
+from pipeline.prompting.truncate import TAIL_RATIO
 from worker.ingest.prepare import _MARGIN, prepare_encoded
 
 MAX_BYTES = 1_048_576

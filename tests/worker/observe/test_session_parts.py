@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from pipeline.conversation import ObserverState
+from pipeline.prompting.conversation import ObserverState
 from worker.keys import CONSUMER_GROUP, Keys
 from worker.observe.observer_state import StateStore
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor

@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from pipeline.events import Event, encode_event
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from tests.support.fake_observer import FakeObserver
 from tests.support.feed_rows import observation
 from tests.support.worker_harness import end, make_settings, prompt, summarize, tool_call

@@ -10,11 +10,11 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from pipeline.batching import TurnPlan, plan_turns
-from pipeline.conversation import ObserverState
 from pipeline.events import Event, encode_event
-from pipeline.mode_files import load_mode
 from pipeline.outcomes import Outcome, TurnResult
+from pipeline.prompting.conversation import ObserverState
+from pipeline.prompting.mode_files import load_mode
+from pipeline.turns.batching import TurnPlan, plan_turns
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_harness import make_settings, prompt, summarize, tool_call
 from worker.keys import CONSUMER_GROUP

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.claude_mem_db import ClaudeMemDb
 from worker.ops.import_claude_mem import ImportCounts, UnknownDatabaseError, import_claude_mem
 from worker.search.hybrid import search

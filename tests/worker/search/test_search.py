@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.embeddings import HashEmbeddingFunction
 from tests.support.minilm import shared_minilm
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits

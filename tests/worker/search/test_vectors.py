@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from chromadb.config import Settings as ChromaSettings
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url, failing_chroma
 from tests.support.embeddings import HashEmbeddingFunction
 from worker.search.vector_index import (

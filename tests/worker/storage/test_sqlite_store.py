@@ -15,7 +15,7 @@ import aiosqlite
 import asyncpg
 import pytest
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
 from worker.errors import ConfigError

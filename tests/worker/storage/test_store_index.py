@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline.content_hash import compute_observation_content_hash
+from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
 from worker.search.hybrid import match_expression, search

@@ -21,10 +21,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from pipeline.conversation import Exchange, ObserverState
 from pipeline.events import encode_event
 from pipeline.outcomes import COUNTED as COUNTED_NAMES
 from pipeline.outcomes import Outcome, TurnResult
+from pipeline.prompting.conversation import Exchange, ObserverState
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import closed_port_url, subprocess_env
 from tests.support.ports import free_port, wait_for_port

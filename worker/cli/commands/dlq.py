@@ -9,8 +9,8 @@ from typing import Annotated, Any
 import msgspec
 import typer
 
-from pipeline.mode_files import load_mode
-from pipeline.modes import Mode
+from pipeline.prompting.mode_files import load_mode
+from pipeline.prompting.modes import Mode
 from worker.cli.exits import BadInputError, settings_from_environment
 from worker.settings import Settings
 

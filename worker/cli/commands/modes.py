@@ -10,7 +10,7 @@ from typing import Annotated
 import msgspec
 import typer
 
-from pipeline.mode_files import list_modes, load_mode
+from pipeline.prompting.mode_files import list_modes, load_mode
 from worker.cli.exits import settings_from_environment
 from worker.settings import Settings
 

@@ -20,7 +20,7 @@ from pipeline import (
     build_summary_prompt,
     decode_event,
 )
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from worker.cli.exits import BadInputError, settings_from_environment
 from worker.settings import Settings
 

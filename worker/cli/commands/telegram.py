@@ -52,7 +52,7 @@ async def run_telegram(
     settings: Settings, *, stop: asyncio.Event | None = None, tuning: TelegramTuning | None = None
 ) -> None:
     """Run until SIGINT/SIGTERM (or until `stop` is set); each chat finishes its row in hand."""
-    from pipeline.mode_files import load_mode
+    from pipeline.prompting.mode_files import load_mode
     from worker.connect.redis_client import connect_redis
     from worker.fanout.telegram.api import (
         bot_token,

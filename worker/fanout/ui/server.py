@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import uvicorn
 
-from pipeline.mode_files import load_mode
+from pipeline.prompting.mode_files import load_mode
 from worker.connect.redis_client import connect_redis
 from worker.fanout.ui.app import UiDeps, build_app, check_bind
 from worker.fanout.ui.live import FeedHub

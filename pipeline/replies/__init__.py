@@ -1,0 +1,1 @@
+"""Reading the observer's reply: XML tags, the parser, text normalisation, the output classifier."""

@@ -1,0 +1,85 @@
+"""Turn a parsed reply into storage records: content hashes, file provenance, summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from pipeline.events import ToolCall
+from pipeline.records import ObservationRecord, SummaryRecord
+from pipeline.replies.parser import ParsedObservation, ParsedSummary
+from pipeline.turns.content_hash import compute_observation_content_hash
+from pipeline.turns.evidence import (
+    evidence_hashes,
+    file_evidence,
+    mentioned_paths,
+    merge_model_files,
+)
+
+
+def observation_records(
+    observations: Sequence[ParsedObservation],
+    calls: Sequence[ToolCall],
+    *,
+    session: str,
+    project: str,
+    prompt_number: int | None,
+    created_at: datetime,
+    model: str,
+    event_ids: list[str],
+) -> list[ObservationRecord]:
+    """One record per parsed observation; files come from the batch's tool-call evidence.
+
+    A path the model lists is kept only when the batch's tool calls mention it too:
+    evidence first, no invented paths.
+    """
+    evidence = file_evidence(calls)
+    batch_paths = mentioned_paths(calls)
+    hashes = evidence_hashes(calls)
+    return [
+        ObservationRecord(
+            memory_session_id=session,
+            project=project,
+            type=o.type,
+            title=o.title,
+            subtitle=o.subtitle,
+            facts=list(o.facts),
+            narrative=o.narrative,
+            concepts=list(o.concepts),
+            files_read=merge_model_files(o.files_read, evidence.read, batch_paths),
+            files_modified=merge_model_files(o.files_modified, evidence.modified, batch_paths),
+            prompt_number=prompt_number,
+            content_hash=compute_observation_content_hash(session, o.title, o.narrative, o.facts),
+            created_at=created_at,
+            model=model,
+            type_fallback=o.type_fallback,
+            source_event_ids=event_ids,
+            file_hashes=hashes,
+        )
+        for o in observations
+    ]
+
+
+def summary_record(
+    summary: ParsedSummary,
+    *,
+    session: str,
+    project: str,
+    prompt_number: int | None,
+    created_at: datetime,
+    model: str,
+) -> SummaryRecord:
+    """The storage record of a (non-skipped) summary."""
+    return SummaryRecord(
+        memory_session_id=session,
+        project=project,
+        request=summary.request,
+        investigated=summary.investigated,
+        learned=summary.learned,
+        completed=summary.completed,
+        next_steps=summary.next_steps,
+        notes=summary.notes,
+        prompt_number=prompt_number,
+        created_at=created_at,
+        model=model,
+    )
