@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from worker.backoff import Backoff
 from worker.errors import ConfigError
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -72,17 +73,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     concurrency: PositiveInt = 8
     batch_max_events: PositiveInt = 8
     batch_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 60_000
-    batch_wait_ms: Annotated[int, msgspec.Meta(ge=0)] = 500
+    batch_wait_ms: NonNegativeInt = 500
     # the longest a tool call waits for its turn to fill (a full batch or a prompt, summary
     # request or session end makes the turn due at once)
-    batch_max_wait_s: Annotated[float, msgspec.Meta(ge=0)] = 30.0
+    batch_max_wait_s: NonNegativeFloat = 30.0
     job_timeout_s: PositiveFloat = 90.0
     quota_pause_s: PositiveFloat = 300.0
     max_attempts: PositiveInt = 5
     retry_base_s: PositiveFloat = 2.0
     retry_max_s: PositiveFloat = 120.0
-    history_turns: Annotated[int, msgspec.Meta(ge=0)] = 0  # raw exchanges re-sent (0: none)
-    history_chars: Annotated[int, msgspec.Meta(ge=0)] = 40_000
+    history_turns: NonNegativeInt = 0  # raw exchanges re-sent (0: none)
+    history_chars: NonNegativeInt = 40_000
     max_tokens: PositiveInt = 4096
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0
@@ -142,6 +143,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 "set MEMQ_PRICE_INPUT_PER_MTOK, MEMQ_PRICE_CACHED_PER_MTOK and"
                 " MEMQ_PRICE_OUTPUT_PER_MTOK together, or none of them"
             )
+
+    @property
+    def retry_backoff(self) -> Backoff:
+        """How a failing observer turn or job waits: MEMQ_RETRY_BASE_S doubling to _MAX_S."""
+        return Backoff(base_s=self.retry_base_s, max_s=self.retry_max_s)
 
     @property
     def data_path(self) -> Path:

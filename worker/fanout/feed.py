@@ -12,7 +12,7 @@ import msgspec
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from worker.backoff import backoff_s
+from worker.backoff import Backoff
 from worker.fanout.feed_items import FeedItem, Handler, decode_entry, parse_feed_id
 from worker.keys import Keys
 from worker.replies import as_text
@@ -21,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 _ORIGIN = "0-0"
 _PERSIST_GIVE_UP_S = 10.0
+RETRY_BACKOFF = Backoff(base_s=0.5, max_s=30.0, jitter=False)
+"""A failing handler or a lost subscription: half a second doubling to 30 s."""
 
 
 @dataclass(slots=True)
@@ -57,8 +59,7 @@ class FanoutConsumer:
         poll_interval_s: float = 1.0,
         seen_max: int = 10_000,
         max_attempts: int = 5,
-        retry_base_s: float = 0.5,
-        retry_max_s: float = 30.0,
+        backoff: Backoff = RETRY_BACKOFF,
     ) -> None:
         self.redis = redis
         self.keys = keys
@@ -69,8 +70,7 @@ class FanoutConsumer:
         self.poll_interval_s = poll_interval_s
         self.seen_max = seen_max
         self.max_attempts = max_attempts
-        self.retry_base_s = retry_base_s
-        self.retry_max_s = retry_max_s
+        self.backoff = backoff
         self.stats = ConsumerStats()
         self._cursor: str | None = None
         self._seen: dict[str, None] = {}  # insertion-ordered: the oldest is forgotten first
@@ -273,7 +273,7 @@ class FanoutConsumer:
             raise _Stopped
 
     def _backoff(self, attempt: int) -> float:
-        return backoff_s(attempt, base_s=self.retry_base_s, max_s=self.retry_max_s, jitter=False)
+        return self.backoff.delay_s(attempt)
 
     def _log(self, **fields: object) -> dict[str, object]:
         return {"consumer": self.name or "(live)", **fields}

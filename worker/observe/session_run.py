@@ -18,7 +18,6 @@ from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
 from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
-from worker.backoff import backoff_s
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
@@ -101,7 +100,7 @@ async def _error_backoff_s(rt: Runtime, session: str) -> float:
         failures = int(await cast(Awaitable[int], rt.redis.hincrby(key, _JOB_ERRORS, 1)))
     except RedisError:
         return s.retry_max_s
-    return backoff_s(failures, base_s=s.retry_base_s, max_s=s.retry_max_s)
+    return s.retry_backoff.delay_s(failures)
 
 
 class Delivered(msgspec.Struct, frozen=True):

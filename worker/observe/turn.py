@@ -22,7 +22,6 @@ from pipeline.prompting.conversation import (
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, record, settle
-from worker.backoff import backoff_s
 from worker.limits.admission import CALL_REFUSALS
 from worker.observe.runtime import Runtime
 from worker.observers.errors import (
@@ -233,10 +232,7 @@ class TurnRunner:
             await self.rt.redis.delete(self.rt.keys.observer(self.session), key)
             return result
         retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
-        s = self.rt.settings
-        delay = backoff_s(
-            attempts, base_s=s.retry_base_s, max_s=s.retry_max_s, retry_after_s=retry_after
-        )
+        delay = self.rt.settings.retry_backoff.delay_s(attempts, retry_after_s=retry_after)
         result = TurnResult(outcome=Outcome.RETRY, reason=reason, defer_s=delay)
         await self.rt.counters.count(result)
         if retry_after:  # the provider wants every caller to wait, not just this session

@@ -11,14 +11,13 @@ import time
 from dataclasses import dataclass
 from types import FrameType
 
-from worker.backoff import backoff_s
+from worker.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
 STABLE_S = 30.0
 """A child that ran this long had a good run: if it dies, it is restarted at once."""
-RESTART_BASE_S = 0.5
-RESTART_MAX_S = 30.0
+RESTART_BACKOFF = Backoff(base_s=0.5, max_s=30.0)
 """A child that keeps dying within STABLE_S of its start waits 0.5 s doubling to 30 s."""
 _POLL_S = 0.1
 ORPHAN_CHECK_S = 1.0
@@ -29,7 +28,7 @@ def restart_delay_s(fast_deaths: int) -> float:
     """Seconds before restarting a child that died after `fast_deaths` short runs in a row."""
     if fast_deaths == 0:
         return 0.0
-    return backoff_s(fast_deaths, base_s=RESTART_BASE_S, max_s=RESTART_MAX_S)
+    return RESTART_BACKOFF.delay_s(fast_deaths)
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import IO
 
 import msgspec
 
-from worker.backoff import backoff_s
+from worker.backoff import Backoff
 from worker.search.vector_index import (
     ChromaTarget,
     VectorDocument,
@@ -38,9 +38,8 @@ class SyncPolicy(msgspec.Struct, frozen=True, kw_only=True):
     batch_rows: int = 64
     poll_s: float = 1.0
     """Sleep when nothing is due."""
-    base_s: float = 1.0
-    max_s: float = 300.0
-    """Backoff cap: an outage costs one attempt per row per five minutes at most."""
+    backoff: Backoff = Backoff(base_s=1.0, max_s=300.0)
+    """Capped so that an outage costs one attempt per row per five minutes at most."""
     lease_s: float = 300.0
     """A claimed row whose worker died is claimed again after this."""
     call_timeout_s: float = 120.0
@@ -63,8 +62,8 @@ class DrainResult(msgspec.Struct, frozen=True, kw_only=True):
 def sync_backoff_s(
     attempts: int, policy: SyncPolicy, rng: Callable[[], float] = random.random
 ) -> float:
-    """Delay before attempt `attempts + 1` (the one backoff rule, with the sync's policy)."""
-    return backoff_s(attempts + 1, base_s=policy.base_s, max_s=policy.max_s, rand=rng)
+    """Delay before attempt `attempts + 1`, by the sync's backoff."""
+    return policy.backoff.delay_s(attempts + 1, rand=rng)
 
 
 class VectorSync:

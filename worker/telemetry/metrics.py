@@ -32,6 +32,25 @@ class FleetFigures(msgspec.Struct, frozen=True, kw_only=True):
     silent_sessions: int
 
 
+# Each number of FleetFigures is one unlabelled gauge: (metric name, help).
+_FLEET_GAUGES = {
+    "stream_pending": (
+        "memq_stream_pending",
+        "Unprocessed events in every session stream (fleet-wide).",
+    ),
+    "oldest_pending_s": (
+        "memq_stream_oldest_pending_seconds",
+        "Age of the oldest unprocessed event (0 when none; fleet-wide).",
+    ),
+    "dead_letters": ("memq_dead_letters", "Entries in the dead-letter stream."),
+    "vector_lag": ("memq_vector_lag", "Stored rows not yet in the vector index."),
+    "silent_sessions": (
+        "memq_silent_sessions",
+        "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
+    ),
+}
+
+
 class Metrics:
     """Counters fed as outcomes happen; gauges set from FleetFigures before each scrape."""
 
@@ -71,38 +90,21 @@ class Metrics:
         self.tokens = Counter(
             "memq_tokens", "Observer tokens as the API reported them.", ["kind"], registry=r
         )
-        self.stream_pending = Gauge(
-            "memq_stream_pending",
-            "Unprocessed events in every session stream (fleet-wide).",
-            registry=r,
-        )
-        self.oldest_pending = Gauge(
-            "memq_stream_oldest_pending_seconds",
-            "Age of the oldest unprocessed event (0 when none; fleet-wide).",
-            registry=r,
-        )
         self.paused = Gauge(
             "memq_paused_providers",
             "1 while a provider is paused fleet-wide.",
             ["provider"],
             registry=r,
         )
-        self.dead_letters = Gauge(
-            "memq_dead_letters", "Entries in the dead-letter stream.", registry=r
-        )
-        self.vector_lag = Gauge(
-            "memq_vector_lag", "Stored rows not yet in the vector index.", registry=r
-        )
+        self.fleet = {
+            field: Gauge(name, help_text, registry=r)
+            for field, (name, help_text) in _FLEET_GAUGES.items()
+        }
         self.recovered_announcements = Counter(
             "memq_recovered_announcements",
             "Rows announced late because their commit's announce never ran (a crash or a lost"
             " Redis): by a worker starting up, or by the session's next job.",
             ["by"],
-            registry=r,
-        )
-        self.silent_sessions = Gauge(
-            "memq_silent_sessions",
-            "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
             registry=r,
         )
         # Series exist at 0 from the start, so rate() and absent-alerts work before traffic.
@@ -146,13 +148,10 @@ class Metrics:
 
     def set_fleet(self, figures: FleetFigures) -> None:
         """Set every fleet-wide gauge."""
-        self.stream_pending.set(figures.stream_pending)
-        self.oldest_pending.set(figures.oldest_pending_s)
+        for field, gauge in self.fleet.items():
+            gauge.set(getattr(figures, field))
         for provider in PROVIDERS:
             self.paused.labels(provider).set(1 if provider in figures.paused_providers else 0)
-        self.dead_letters.set(figures.dead_letters)
-        self.vector_lag.set(figures.vector_lag)
-        self.silent_sessions.set(figures.silent_sessions)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

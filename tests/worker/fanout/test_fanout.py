@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.support.feed_rows import announce, fake_row
+from worker.backoff import Backoff
 from worker.fanout.feed import FanoutConsumer
 from worker.fanout.feed_items import FeedItem
 from worker.keys import Keys
@@ -61,7 +62,12 @@ async def test_burst_of_500_with_kills_restarts_and_blips_is_delivered_exactly_o
 
     def consumer() -> FanoutConsumer:
         return FanoutConsumer(
-            consumer_redis, KEYS, handler, name="burst", start="beginning", retry_base_s=0.01
+            consumer_redis,
+            KEYS,
+            handler,
+            name="burst",
+            start="beginning",
+            backoff=Backoff(base_s=0.01, max_s=30.0, jitter=False),
         )
 
     async def produce() -> None:
@@ -167,7 +173,13 @@ async def test_a_failing_handler_is_retried_then_counted_and_passed(
         delivered.append(item.key)
 
     consumer = FanoutConsumer(
-        redis, KEYS, handler, name="flaky", start="beginning", max_attempts=3, retry_base_s=0.01
+        redis,
+        KEYS,
+        handler,
+        name="flaky",
+        start="beginning",
+        max_attempts=3,
+        backoff=Backoff(base_s=0.01, max_s=30.0, jitter=False),
     )
     await announce(redis, KEYS, store, [fake_row(1), fake_row(2)])
     task = asyncio.create_task(consumer.run())

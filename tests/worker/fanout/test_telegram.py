@@ -20,6 +20,7 @@ from tests.support.fake_telegram import Failure, FakeTelegram, check_html
 from tests.support.fake_telegram import fake_telegram_fixture as fake_telegram_fixture
 from tests.support.feed_rows import announce, fake_row, observation, store_rows
 from tests.support.ingest import REPO, console_script, subprocess_env
+from worker.backoff import Backoff
 from worker.cli.commands.telegram import TelegramTuning, run_telegram
 from worker.errors import ConfigError
 from worker.fanout.telegram.api import bot_token, mask_token
@@ -32,7 +33,11 @@ from worker.storage.sqlite.store import SqliteStore
 
 CHATS = ("111", "-100222")
 FAST = TelegramTuning(
-    per_chat_s=0.02, group_per_min=0, retry_base_s=0.01, poll_timeout_s=1, start="beginning"
+    per_chat_s=0.02,
+    group_per_min=0,
+    backoff=Backoff(base_s=0.01, max_s=60.0, jitter=False),
+    poll_timeout_s=1,
+    start="beginning",
 )
 EMOJI = {"security_alert": "⚠", "discovery": "○"}
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.ingest import subprocess_env
-from worker.ops.supervisor import RESTART_BASE_S, RESTART_MAX_S, restart_delay_s
+from worker.ops.supervisor import RESTART_BACKOFF, restart_delay_s
 
 # The supervisor runs in a process of its own: it owns SIGTERM/SIGINT while it runs.
 DRIVER = """
@@ -89,7 +89,7 @@ def supervising(
 def test_restart_delay_is_none_after_a_good_run_then_doubles_to_a_cap() -> None:
     assert restart_delay_s(0) == 0.0
     for fast_deaths in range(1, 12):
-        ceiling = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (fast_deaths - 1))
+        ceiling = min(RESTART_BACKOFF.max_s, RESTART_BACKOFF.base_s * 2 ** (fast_deaths - 1))
         assert ceiling / 2 <= restart_delay_s(fast_deaths) <= ceiling
 
 
@@ -105,7 +105,7 @@ def test_a_crash_looping_child_is_restarted_with_a_growing_delay(tmp_path: Path)
     exits = sup.events("worker process exited; restarting it")
     assert {e["exit_code"] for e in exits} == {3}
     for attempt, e in enumerate(exits, start=1):
-        ceiling = min(RESTART_MAX_S, RESTART_BASE_S * 2 ** (attempt - 1))
+        ceiling = min(RESTART_BACKOFF.max_s, RESTART_BACKOFF.base_s * 2 ** (attempt - 1))
         assert ceiling / 2 - 0.01 <= e["restart_in_s"] <= ceiling + 0.01
     pids = [e["pid"] for e in sup.events("worker process started")]
     assert len(set(pids)) == len(pids) >= 3

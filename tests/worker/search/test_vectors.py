@@ -19,6 +19,7 @@ from chromadb.config import Settings as ChromaSettings
 from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url, failing_chroma
 from tests.support.embeddings import HashEmbeddingFunction
+from worker.backoff import Backoff
 from worker.search.vector_index import (
     ChromaTarget,
     VectorIndex,
@@ -275,7 +276,7 @@ async def test_chroma_outage_only_lags_then_drains_without_duplicates(
     # Backed off: nothing is due right away, so a retry storm is impossible.
     assert (await down.drain_once()).idle
 
-    clock.now += SyncPolicy().max_s
+    clock.now += SyncPolicy().backoff.max_s
     up = embedded_sync(store, tmp_path, clock)
     assert await up.drain() == 3
     assert await store.vector_lag() == 0
@@ -289,7 +290,7 @@ async def test_chroma_outage_only_lags_then_drains_without_duplicates(
     [(0, 0.5, 1.0), (1, 1.0, 2.0), (8, 128.0, 256.0), (9, 150.0, 300.0), (40, 150.0, 300.0)],
 )
 def test_backoff_doubles_with_jitter_and_is_capped(attempts: int, low: float, high: float) -> None:
-    policy = SyncPolicy(base_s=1.0, max_s=300.0)
+    policy = SyncPolicy(backoff=Backoff(base_s=1.0, max_s=300.0))
     assert sync_backoff_s(attempts, policy, lambda: 0.0) == low
     assert sync_backoff_s(attempts, policy, lambda: 1.0) == high
 
@@ -311,7 +312,7 @@ async def test_run_backs_off_logs_one_warning_per_outage_and_recovers(
             raise ConnectionError("chroma unreachable")
         return index
 
-    policy = SyncPolicy(base_s=0.02, max_s=0.08, poll_s=0.01)
+    policy = SyncPolicy(backoff=Backoff(base_s=0.02, max_s=0.08), poll_s=0.01)
     sync = VectorSync(store, opener, policy=policy)
     caplog.set_level(logging.DEBUG, logger="worker.search.vector_sync")
     task = asyncio.create_task(sync.run())

@@ -9,6 +9,7 @@ import signal
 import msgspec
 import typer
 
+from worker.backoff import Backoff
 from worker.settings import Settings
 
 
@@ -20,8 +21,7 @@ class TelegramTuning(msgspec.Struct, frozen=True, kw_only=True):
     group_per_min: float = 20  # Telegram's cap for one group or channel; 0: none
     max_rate_limited: int = 20  # 429s waited out for one message before it is given up
     max_attempts: int = 8  # 1 + 2 + 4 + … s: rides out about two minutes of 5xx
-    retry_base_s: float = 1.0
-    retry_max_s: float = 60.0
+    backoff: Backoff = Backoff(base_s=1.0, max_s=60.0, jitter=False)  # 5xx, network errors
     poll_timeout_s: float = 25.0
     start: str = "end"  # where a chat that never received anything starts: "end" or "beginning"
     commands: bool = True
@@ -100,8 +100,7 @@ async def run_telegram(
             bot,
             count,
             max_attempts=tuning.max_attempts,
-            retry_base_s=tuning.retry_base_s,
-            retry_max_s=tuning.retry_max_s,
+            backoff=tuning.backoff,
         )
         fanout = TelegramFanout(
             redis, keys, sender, chat_ids, row_filter, emoji, start=tuning.start

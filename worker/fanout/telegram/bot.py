@@ -21,7 +21,7 @@ from telegram.error import (
     TelegramError,
 )
 
-from worker.backoff import backoff_s
+from worker.backoff import Backoff
 from worker.errors import ConfigError
 from worker.fanout.feed import FanoutConsumer
 from worker.fanout.feed_items import FeedItem
@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 STATS_CONSUMER = "telegram"
 _NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+SEND_BACKOFF = Backoff(base_s=1.0, max_s=60.0, jitter=False)
+"""A send failing with 5xx or a network error: 1 s doubling to a minute."""
 
 
 def allowed_chats(settings: Settings) -> list[str]:
@@ -59,14 +61,12 @@ class TelegramSender:
         count: Callable[[str], Awaitable[None]],
         *,
         max_attempts: int = 8,
-        retry_base_s: float = 1.0,
-        retry_max_s: float = 60.0,
+        backoff: Backoff = SEND_BACKOFF,
     ) -> None:
         self.bot = bot
         self.count = count
         self.max_attempts = max_attempts
-        self.retry_base_s = retry_base_s
-        self.retry_max_s = retry_max_s
+        self.backoff = backoff
 
     async def send(self, chat: int, text: str, *, what: str) -> bool:
         """True once delivered; False (logged and counted) when it cannot be delivered."""
@@ -87,11 +87,7 @@ class TelegramSender:
                 if failures >= self.max_attempts:
                     return await self._give_up(chat, what, f"{failures} attempts: {e}")
                 await self.count("retried")
-                await asyncio.sleep(
-                    backoff_s(
-                        failures, base_s=self.retry_base_s, max_s=self.retry_max_s, jitter=False
-                    )
-                )
+                await asyncio.sleep(self.backoff.delay_s(failures))
             except TelegramError as e:  # anything else the API said: not worth repeating
                 return await self._give_up(chat, what, str(e))
 

@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
 
-from worker.backoff import backoff_s
+from worker.backoff import Backoff
 from worker.fanout.telegram.api import mask_token
 from worker.fanout.telegram.bot import STATS_CONSUMER, TelegramSender, is_allowed
 from worker.fanout.telegram.format import Block, escape, split_blocks
@@ -30,6 +30,8 @@ HELP = (
     "/search &lt;words&gt; — keyword search\n/stats — the fleet's figures"
 )
 _SHOWN = 5
+# getUpdates failing (another poller, 5xx): 1 s doubling to a minute, a lone poller, no jitter.
+_POLL_BACKOFF = Backoff(base_s=0.5, max_s=60.0, jitter=False)
 
 
 class TelegramCommands:
@@ -75,7 +77,7 @@ class TelegramCommands:
                 failures += 1
                 error = mask_token(str(e), self.bot.token)
                 logger.warning("getUpdates failed", extra={"error": error, "attempt": failures})
-                await asyncio.sleep(backoff_s(failures + 1, base_s=0.5, max_s=60.0, jitter=False))
+                await asyncio.sleep(_POLL_BACKOFF.delay_s(failures + 1))
                 continue
             for update in updates:
                 offset = update.update_id + 1
