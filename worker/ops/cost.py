@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, timedelta
 
 import msgspec
@@ -41,18 +41,33 @@ class PerObservation(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: float
 
 
-class CostRow(msgspec.Struct, frozen=True, kw_only=True):
-    """One project's day: tokens (input includes cached), calls, observations, spend."""
+class CostRow(CostDay, frozen=True, kw_only=True):
+    """One project's day as the report shows it: the store's figures and what they cost."""
 
-    project: str
-    day: str
+    spend: float | None = None
+    """None unless prices are set."""
+
+
+class Totals(msgspec.Struct, frozen=True, kw_only=True):
+    """Days' figures added up: tokens (input includes cached), calls, observations stored."""
+
     input_tokens: int
     cached_input_tokens: int
     output_tokens: int
     calls: int
     observations: int
-    spend: float | None = None
-    """None unless prices are set."""
+
+
+def totals(days: Iterable[CostDay]) -> Totals:
+    """The figures of `days` added up (the window's, or one day's over several projects)."""
+    rows = list(days)
+    return Totals(
+        input_tokens=sum(d.input_tokens for d in rows),
+        cached_input_tokens=sum(d.cached_input_tokens for d in rows),
+        output_tokens=sum(d.output_tokens for d in rows),
+        calls=sum(d.calls for d in rows),
+        observations=sum(d.observations for d in rows),
+    )
 
 
 class Cost(msgspec.Struct, frozen=True, kw_only=True):
@@ -98,29 +113,24 @@ def build_cost(found: list[CostDay], *, today: date, days: int, prices: Prices |
         )
         for d in found
     ]
-    input_tokens = sum(r.input_tokens for r in rows)
-    cached = sum(r.cached_input_tokens for r in rows)
-    output = sum(r.output_tokens for r in rows)
-    observations = sum(r.observations for r in rows)
+    t = totals(rows)
     per_observation = None
-    if observations:
+    if t.observations:
         per_observation = PerObservation(
-            input_tokens=round(input_tokens / observations, 1),
-            cached_input_tokens=round(cached / observations, 1),
-            output_tokens=round(output / observations, 1),
+            input_tokens=round(t.input_tokens / t.observations, 1),
+            cached_input_tokens=round(t.cached_input_tokens / t.observations, 1),
+            output_tokens=round(t.output_tokens / t.observations, 1),
         )
     return Cost(
         window_days=days,
         first_day=(today - timedelta(days=days - 1)).isoformat(),
         last_day=today.isoformat(),
-        input_tokens=input_tokens,
-        cached_input_tokens=cached,
-        output_tokens=output,
-        calls=sum(r.calls for r in rows),
-        observations=observations,
+        **msgspec.structs.asdict(t),
         per_observation=per_observation,
         prices=prices,
-        spend=None if prices is None else prices.spend(input_tokens, cached, output),
+        spend=None
+        if prices is None
+        else prices.spend(t.input_tokens, t.cached_input_tokens, t.output_tokens),
         days=rows,
     )
 

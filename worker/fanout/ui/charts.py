@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date, timedelta
-from typing import Any
 
 import msgspec
+
+from worker.ops.cost import Cost, CostRow, Totals, totals
 
 WIDTH = 280
 HEIGHT = 96
@@ -52,22 +52,21 @@ class Chart(msgspec.Struct, frozen=True, kw_only=True):
     legend: list[tuple[str, str]] = []
 
 
-class _Day(msgspec.Struct, kw_only=True):
-    input: int = 0
-    cached: int = 0
-    output: int = 0
-    calls: int = 0
-    observations: int = 0
-
-
-def cost_charts(cost: Mapping[str, Any] | None, project: str | None = None) -> list[Chart]:
+def cost_charts(cost: Cost | None, project: str | None = None) -> list[Chart]:
     """Tokens per stored observation per day, and each day's tokens stacked by kind, over the
     window of `memq stats`' cost (one project's, or all projects')."""
     days = _days(cost, project)
     first = next(iter(days), "")
     last = next(reversed(days), "")
-    per_obs = {d: (t.input + t.output) / t.observations for d, t in days.items() if t.observations}
-    stacked = {d: (max(0, t.input - t.cached), t.cached, t.output) for d, t in days.items()}
+    per_obs = {
+        d: (t.input_tokens + t.output_tokens) / t.observations
+        for d, t in days.items()
+        if t.observations
+    }
+    stacked = {
+        d: (max(0, t.input_tokens - t.cached_input_tokens), t.cached_input_tokens, t.output_tokens)
+        for d, t in days.items()
+    }
     no_calls = not any(t.calls for t in days.values())
     return [
         _per_observation_chart(days, per_obs, first, last, no_calls or not per_obs),
@@ -75,25 +74,20 @@ def cost_charts(cost: Mapping[str, Any] | None, project: str | None = None) -> l
     ]
 
 
-def _days(cost: Mapping[str, Any] | None, project: str | None) -> dict[str, _Day]:
+def _days(cost: Cost | None, project: str | None) -> dict[str, Totals]:
     # Every day of the window, oldest first, so a quiet day shows as a gap, not as nothing.
-    if not cost:
+    if cost is None:
         return {}
-    start = date.fromisoformat(cost["first_day"])
-    end = date.fromisoformat(cost["last_day"])
-    days = {(start + timedelta(days=i)).isoformat(): _Day() for i in range((end - start).days + 1)}
-    for row in cost["days"]:
-        if project and row["project"] != project:
-            continue
-        day = days.get(row["day"])
-        if day is None:
-            continue  # a row of a day the window no longer covers (midnight between reads)
-        day.input += row["input_tokens"]
-        day.cached += row["cached_input_tokens"]
-        day.output += row["output_tokens"]
-        day.calls += row["calls"]
-        day.observations += row["observations"]
-    return days
+    start = date.fromisoformat(cost.first_day)
+    end = date.fromisoformat(cost.last_day)
+    rows: dict[str, list[CostRow]] = {
+        (start + timedelta(days=i)).isoformat(): [] for i in range((end - start).days + 1)
+    }
+    for row in cost.days:
+        # A row of a day the window no longer covers (midnight between reads) is left out.
+        if (project is None or row.project == project) and row.day in rows:
+            rows[row.day].append(row)
+    return {day: totals(found) for day, found in rows.items()}
 
 
 def _slots(n: int) -> tuple[float, float]:
@@ -107,7 +101,7 @@ def _scale(value: float, max_value: float) -> float:
 
 
 def _per_observation_chart(
-    days: dict[str, _Day], per_obs: dict[str, float], first: str, last: str, empty: bool
+    days: dict[str, Totals], per_obs: dict[str, float], first: str, last: str, empty: bool
 ) -> Chart:
     top = max(per_obs.values(), default=0.0)
     slot, width = _slots(len(days))
@@ -148,7 +142,7 @@ def _per_observation_chart(
 
 
 def _stacked_chart(
-    days: dict[str, _Day], stacked: dict[str, tuple[int, int, int]], first: str, last: str,
+    days: dict[str, Totals], stacked: dict[str, tuple[int, int, int]], first: str, last: str,
     empty: bool,
 ) -> Chart:  # fmt: skip
     top = max((sum(parts) for parts in stacked.values()), default=0)

@@ -11,6 +11,7 @@ import msgspec
 
 from worker.fanout.ui.charts import cost_charts
 from worker.fanout.ui.filters import Filters
+from worker.ops.cost import Cost
 from worker.storage.index_records import TimelineEntry
 from worker.storage.records import SessionRow, StoredRow
 
@@ -116,7 +117,7 @@ def panel(stats: Mapping[str, object], project: str | None) -> dict[str, Any]:
     days = [] if cost is None else list(reversed(cost["days"]))  # newest first
     return {
         "pairs": stat_pairs(stats),
-        "charts": cost_charts(cost, project),
+        "charts": cost_charts(None if cost is None else msgspec.convert(cost, Cost), project),
         "cost_project": project,
         "cost_days": [d for d in days if project is None or d["project"] == project],
         "priced": cost is not None and cost["prices"] is not None,
