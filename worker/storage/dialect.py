@@ -24,9 +24,6 @@ class Dialect:
     # $1 sid -> fence; holds the session row until the transaction ends where the
     # backend needs that (SQLite's BEGIN IMMEDIATE already holds the whole database).
     lock_session_fence: str
-    # $1 sid, $2 project, $3 fence, $4 now, $5 ended_at, $6 prompt_counter; changes one row
-    # unless a higher fence is stored.
-    upsert_session: str
     # $1 sid, $2 event ids as list_param gives them, $3 now.
     insert_processed: str
     # $1 sid, $2 event ids as list_param gives them -> event_id.
@@ -35,8 +32,6 @@ class Dialect:
     id_in: str
     # $1 limit, $2 now_ms, $3 lease_until_ms -> kind, row_id, attempts of the claimed rows.
     claim: str
-    # Parameter $1 as the dialect reads a text that may be NULL (PostgreSQL must be told).
-    nullable_text: str
     # $1 scope: serialises concurrent reindex starts of one scope, or None when the
     # transaction already does.
     lock_reindex: str | None

@@ -175,7 +175,7 @@ class SqlStore:
 
     async def vector_lag(self, project: str | None = None) -> int:
         """Outbox rows not yet indexed (of one project, or of all)."""
-        return await sql_index.vector_lag(self._db, self._dialect, project)
+        return await sql_index.vector_lag(self._db, project)
 
     async def start_reindex(self, project: str | None = None) -> index_records.ReindexStart:
         """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""

@@ -71,7 +71,7 @@ async def _claim_session(conn: SqlConn, dialect: Dialect, batch: BatchWrite, now
         prompt_counter = max((pr.prompt_number for pr in batch.prompts), default=0)
         ended_at = now if batch.ended else None
         values = (sid, batch.project, batch.fence, now, ended_at, prompt_counter)
-        if await conn.execute(dialect.upsert_session, values) == 1:
+        if await conn.execute(s.SESSION_UPSERT, values) == 1:
             return
         # A concurrent first batch of the session inserted a higher fence meanwhile.
         stored_fence = await _fence(conn, dialect, sid)

@@ -1,4 +1,4 @@
-"""The INSERTs of a turn's rows, in the same words on both backends.
+"""The INSERTs of a turn's write, in the same words on both backends.
 
 Each is built from its table's column list, and its parameters are read from a record by
 those names, so a column is named once. Placeholders are numbered ($1); SQLite's connection
@@ -60,5 +60,21 @@ USAGE = _insert(
     "memory_session_id, project, provider, model, input_tokens, cached_input_tokens,"
     " output_tokens, created_at",
 )
+# $1 sid, $2 project, $3 fence, $4 now, $5 ended_at, $6 prompt_counter; changes one row
+# unless a higher fence is stored. CASE for the larger counter: PostgreSQL spells it
+# GREATEST, SQLite MAX.
+SESSION_UPSERT = """
+INSERT INTO sessions AS s (memory_session_id, project, fence, started_at, last_activity_at,
+                           ended_at, prompt_counter)
+VALUES ($1, $2, $3, $4, $4, $5, $6)
+ON CONFLICT (memory_session_id) DO UPDATE SET
+    project = excluded.project,
+    fence = excluded.fence,
+    last_activity_at = excluded.last_activity_at,
+    ended_at = COALESCE(excluded.ended_at, s.ended_at),
+    prompt_counter = CASE WHEN s.prompt_counter > excluded.prompt_counter
+                          THEN s.prompt_counter ELSE excluded.prompt_counter END
+WHERE s.fence <= excluded.fence
+"""
 # $1 kind, $2 row id: a stored row for the vector index to pick up.
 OUTBOX = "INSERT INTO vector_outbox (kind, row_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"

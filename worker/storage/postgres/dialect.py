@@ -8,19 +8,6 @@ from worker.storage.dialect import Dialect
 from worker.storage.postgres.text_search import text_search
 from worker.storage.rows import RowSelects
 
-_UPSERT_SESSION = """
-INSERT INTO sessions AS s (memory_session_id, project, fence, started_at, last_activity_at,
-                           ended_at, prompt_counter)
-VALUES ($1, $2, $3, $4, $4, $5, $6)
-ON CONFLICT (memory_session_id) DO UPDATE SET
-    project = excluded.project,
-    fence = excluded.fence,
-    last_activity_at = excluded.last_activity_at,
-    ended_at = COALESCE(excluded.ended_at, s.ended_at),
-    prompt_counter = GREATEST(s.prompt_counter, excluded.prompt_counter)
-WHERE s.fence <= excluded.fence
-"""
-
 _LOCK_SESSION_FENCE = "SELECT fence FROM sessions WHERE memory_session_id = $1 FOR UPDATE"
 
 _INSERT_PROCESSED = """
@@ -54,12 +41,10 @@ def _array(values: Sequence[object]) -> list[object]:
 POSTGRES = Dialect(
     selects=RowSelects("::text"),
     lock_session_fence=_LOCK_SESSION_FENCE,
-    upsert_session=_UPSERT_SESSION,
     insert_processed=_INSERT_PROCESSED,
     select_processed=_SELECT_PROCESSED,
     id_in="id = ANY($1::bigint[])",
     claim=_CLAIM,
-    nullable_text="$1::text",
     lock_reindex="SELECT pg_advisory_xact_lock(hashtext($1))",
     list_param=_array,
     text_search=text_search,

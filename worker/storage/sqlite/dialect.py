@@ -10,18 +10,6 @@ from worker.storage.sqlite.text_search import text_search
 # BEGIN IMMEDIATE holds the write lock, so the fence read stays current until COMMIT.
 _LOCK_SESSION_FENCE = "SELECT fence FROM sessions WHERE memory_session_id = $1"
 
-_UPSERT_SESSION = """
-INSERT INTO sessions (memory_session_id, project, fence, started_at, last_activity_at,
-                      ended_at, prompt_counter)
-VALUES ($1, $2, $3, $4, $4, $5, $6)
-ON CONFLICT (memory_session_id) DO UPDATE SET
-    project = excluded.project,
-    fence = excluded.fence,
-    last_activity_at = excluded.last_activity_at,
-    ended_at = COALESCE(excluded.ended_at, sessions.ended_at),
-    prompt_counter = MAX(sessions.prompt_counter, excluded.prompt_counter)
-"""
-
 # `WHERE true`: without it SQLite would read ON CONFLICT as the join's ON.
 _INSERT_PROCESSED = """
 INSERT INTO processed_events (memory_session_id, event_id, processed_at)
@@ -46,12 +34,10 @@ RETURNING kind, row_id, attempts
 SQLITE = Dialect(
     selects=RowSelects(),
     lock_session_fence=_LOCK_SESSION_FENCE,
-    upsert_session=_UPSERT_SESSION,
     insert_processed=_INSERT_PROCESSED,
     select_processed=_SELECT_PROCESSED,
     id_in="id IN (SELECT value FROM json_each($1))",
     claim=_CLAIM,
-    nullable_text="$1",
     lock_reindex=None,
     # Lists travel as JSON text, read back by json_each().
     list_param=json_list,
