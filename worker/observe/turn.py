@@ -139,18 +139,15 @@ class TurnRunner:
     ) -> TurnResult:
         """Store (one transaction), announce, then ack and save the state: DESIGN's order."""
         rows = settled.rows
+        # The batch is the turn's rows (a BatchWrite is a TurnRows) and whose turn they are.
         written = await self.rt.store.write_batch(
             BatchWrite(
+                **msgspec.structs.asdict(rows),
                 memory_session_id=self.session,
                 project=settled.state.project,
                 fence=self.lease.token,
                 event_ids=[e.event_id for e in plan.events],
                 ended=plan.ends,
-                prompts=rows.prompts,
-                observations=rows.observations,
-                summaries=rows.summaries,
-                dropped=rows.dropped,
-                usage=rows.usage,
             )
         )
         self.state = settled.state

@@ -1,7 +1,8 @@
 """What one SQL backend spells its own way, handed to the shared Store logic as a value.
 
 Statements number their parameters ($1); SQLite's connection adapter reads them as ?1.
-Each comment names the parameters in order.
+Each comment names the parameters in order. The statements both spell alike are written once
+(worker/storage/statements.py, listings.py).
 """
 
 from __future__ import annotations
@@ -23,39 +24,19 @@ class Dialect:
     # $1 sid -> fence; holds the session row until the transaction ends where the
     # backend needs that (SQLite's BEGIN IMMEDIATE already holds the whole database).
     lock_session_fence: str
-    # $1 sid, $2 project, $3 fence, $4 now, $5 ended_at, $6 prompt_counter; changes one row
-    # unless a higher fence is stored.
-    upsert_session: str
-    # The INSERTs of worker/storage/params.py's *_params; observations and summaries
-    # RETURNING id (no row for a duplicate observation).
-    insert_prompt: str
-    insert_observation: str
-    insert_summary: str
-    insert_dropped: str
-    insert_usage: str
-    # $1 kind, $2 row id.
-    insert_outbox: str
     # $1 sid, $2 event ids as list_param gives them, $3 now.
     insert_processed: str
     # $1 sid, $2 event ids as list_param gives them -> event_id.
     select_processed: str
-    # A condition on `id` against $1, the ids as id_list gives them.
+    # A condition on `id` against $1, the ids as list_param gives them.
     id_in: str
     # $1 limit, $2 now_ms, $3 lease_until_ms -> kind, row_id, attempts of the claimed rows.
     claim: str
-    # Parameter $1 as the dialect reads a text that may be NULL (PostgreSQL must be told).
-    nullable_text: str
     # $1 scope: serialises concurrent reindex starts of one scope, or None when the
     # transaction already does.
     lock_reindex: str | None
-    list_param: Callable[[Sequence[str]], Any]
-    id_list: Callable[[Sequence[int]], Any]
-    # (memory_session_id, project, limit) -> the newest StoredRows, filtered.
-    observations_query: Callable[[str | None, str | None, int], Query]
-    # (project, limit) -> the sessions listing, newest first.
-    sessions_query: Callable[[str | None, int], Query]
-    # (limit, include_replayed) -> the dropped-outputs listing, newest first.
-    dropped_query: Callable[[int, bool], Query]
+    # A list of event ids or row ids as one statement parameter.
+    list_param: Callable[[Sequence[str] | Sequence[int]], Any]
     # (FTS5 match, filters, limit) -> kind, id, rank (lower is better), snippet; None: no
     # term to search for.
     text_search: Callable[[str, TextFilter, int], Query | None]

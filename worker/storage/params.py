@@ -1,4 +1,4 @@
-"""From memq's records to SQL parameters: timestamps, JSON lists, one tuple per INSERT."""
+"""From memq's records to SQL parameters (timestamps, JSON lists), and to the rows they store."""
 
 from __future__ import annotations
 
@@ -8,14 +8,7 @@ from typing import Any
 
 import msgspec
 
-from worker.storage.records import (
-    DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
-    StoredRow,
-    SummaryRecord,
-    TokenUsage,
-)
+from worker.storage.records import ObservationRecord, StoredRow, SummaryRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -42,125 +35,28 @@ def json_list(values: Sequence[Any]) -> str:
     return msgspec.json.encode(list(values)).decode()
 
 
-# Each *_params gives the parameters of the dialect's INSERT, in the order its columns name.
+def column_value(record: msgspec.Struct, column: str) -> Any:
+    """A record's parameter for a column of its table, read by name: a time as ISO text (and
+    as epoch ms for a `*_epoch_ms` column), a list or mapping as JSON text, the rest as is."""
+    if column.endswith("_epoch_ms"):
+        return epoch_ms(getattr(record, column.removesuffix("_epoch_ms")))
+    value = getattr(record, column)
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if isinstance(value, list | dict):
+        return msgspec.json.encode(value).decode()
+    # A flag stays a bool: PostgreSQL's BOOLEAN takes it, SQLite stores it as 0/1.
+    return value
 
 
-def prompt_params(p: PromptRecord) -> tuple[Any, ...]:
-    """Parameters of the prompt INSERT."""
-    return (
-        p.memory_session_id,
-        p.project,
-        p.prompt_number,
-        p.prompt_text,
-        iso_utc(p.created_at),
-        p.event_id,
-    )
-
-
-def observation_params(o: ObservationRecord) -> tuple[Any, ...]:
-    """Parameters of the observation INSERT (JSON lists as text, the flag as 0/1)."""
-    return (
-        o.memory_session_id,
-        o.project,
-        o.type,
-        o.title,
-        o.subtitle,
-        json_list(o.facts),
-        o.narrative,
-        json_list(o.concepts),
-        json_list(o.files_read),
-        json_list(o.files_modified),
-        o.prompt_number,
-        o.content_hash,
-        o.model,
-        int(o.type_fallback),
-        json_list(o.source_event_ids),
-        iso_utc(o.created_at),
-        epoch_ms(o.created_at),
-        msgspec.json.encode(o.file_hashes).decode(),
-    )
-
-
-def summary_params(s: SummaryRecord) -> tuple[Any, ...]:
-    """Parameters of the summary INSERT."""
-    return (
-        s.memory_session_id,
-        s.project,
-        s.request,
-        s.investigated,
-        s.learned,
-        s.completed,
-        s.next_steps,
-        s.notes,
-        s.prompt_number,
-        s.model,
-        iso_utc(s.created_at),
-        epoch_ms(s.created_at),
-    )
-
-
-def dropped_params(d: DroppedOutput) -> tuple[Any, ...]:
-    """Parameters of the dropped-output INSERT."""
-    return (
-        d.memory_session_id,
-        d.project,
-        d.category,
-        d.raw,
-        json_list(d.event_ids),
-        iso_utc(d.created_at),
-        d.reason,
-        d.turn_kind,
-    )
-
-
-def usage_params(u: TokenUsage) -> tuple[Any, ...]:
-    """Parameters of the token-usage INSERT."""
-    return (
-        u.memory_session_id,
-        u.project,
-        u.provider,
-        u.model,
-        u.input_tokens,
-        u.cached_input_tokens,
-        u.output_tokens,
-        iso_utc(u.created_at),
-    )
-
-
-def stored_observation(row_id: int, o: ObservationRecord) -> StoredRow:
-    """The StoredRow of an observation just inserted with id row_id."""
-    return StoredRow(
-        kind="observation",
-        id=row_id,
-        memory_session_id=o.memory_session_id,
-        project=o.project,
-        created_at=iso_utc(o.created_at),
-        prompt_number=o.prompt_number,
-        type=o.type,
-        title=o.title,
-        subtitle=o.subtitle,
-        facts=list(o.facts),
-        narrative=o.narrative,
-        concepts=list(o.concepts),
-        files_read=list(o.files_read),
-        files_modified=list(o.files_modified),
-        file_hashes=dict(o.file_hashes) or None,
-    )
-
-
-def stored_summary(row_id: int, s: SummaryRecord) -> StoredRow:
-    """The StoredRow of a summary just inserted with id row_id."""
-    return StoredRow(
-        kind="summary",
-        id=row_id,
-        memory_session_id=s.memory_session_id,
-        project=s.project,
-        created_at=iso_utc(s.created_at),
-        prompt_number=s.prompt_number,
-        request=s.request,
-        investigated=s.investigated,
-        learned=s.learned,
-        completed=s.completed,
-        next_steps=s.next_steps,
-        notes=s.notes,
-    )
+def stored_record(row_id: int, record: ObservationRecord | SummaryRecord) -> StoredRow:
+    """The StoredRow of an observation or summary just inserted with id `row_id`: the
+    record's fields by name, its time as stored."""
+    fields = msgspec.structs.asdict(record)
+    fields["kind"] = "observation" if isinstance(record, ObservationRecord) else "summary"
+    fields["id"] = row_id
+    fields["created_at"] = iso_utc(record.created_at)
+    if "file_hashes" in fields:
+        # As a stored row reads back (rows.stored_row): no evidence files, no mapping.
+        fields["file_hashes"] = fields["file_hashes"] or None
+    return msgspec.convert(fields, StoredRow)

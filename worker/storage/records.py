@@ -15,6 +15,7 @@ from pipeline.records import (
     SummaryRecord,
     TokenUsage,
 )
+from pipeline.turns.settle import TurnRows
 
 __all__ = [
     "BatchResult",
@@ -32,8 +33,8 @@ __all__ = [
 ]
 
 
-class BatchWrite(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything one observer turn produced, written in one transaction.
+class BatchWrite(TurnRows, frozen=True, kw_only=True):
+    """Everything one observer turn produced (its TurnRows), written in one transaction.
 
     `fence` is the session lease's fencing token: a write carrying a token lower than one
     already seen for the session comes from a stale lease holder and is refused.
@@ -44,11 +45,6 @@ class BatchWrite(msgspec.Struct, frozen=True, kw_only=True):
     project: str
     fence: int
     event_ids: list[str]
-    prompts: list[PromptRecord] = []
-    observations: list[ObservationRecord] = []
-    summaries: list[SummaryRecord] = []
-    dropped: list[DroppedOutput] = []
-    usage: list[TokenUsage] = []
     ended: bool = False
     occurred_at: datetime | None = None
     """The session activity time to record; None = now (set by imports of old sessions)."""

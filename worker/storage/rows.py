@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -27,7 +27,7 @@ _OBSERVATION_COLUMNS = (
     "file_hashes",
 )
 _SUMMARY_COLUMNS = ("request", "investigated", "learned", "completed", "next_steps", "notes")
-# Stored as JSON lists; selected as text, decoded by stored_row.
+# Stored as JSON (lists, and file_hashes a mapping); selected as text, decoded by stored_row.
 _JSON_COLUMNS = frozenset({"facts", "concepts", "files_read", "files_modified", "file_hashes"})
 
 
@@ -86,31 +86,16 @@ def _hashes_or_none(text: str | None) -> dict[str, str | None] | None:
     return (_decode_hashes.decode(text) or None) if text is not None else None
 
 
+# Columns read as JSON text, decoded before the record is built from the row.
+_STORED_JSON: dict[str, Callable[[Any], Any]] = {
+    column: _list_or_none for column in _JSON_COLUMNS - {"file_hashes"}
+} | {"file_hashes": _hashes_or_none}
+_DROPPED_JSON: dict[str, Callable[[Any], Any]] = {"event_ids": _decode_list.decode}
+
+
 def stored_row(row: Row) -> StoredRow:
     """Map a row of a RowSelects query to a StoredRow."""
-    return StoredRow(
-        kind=row["kind"],
-        id=row["id"],
-        memory_session_id=row["memory_session_id"],
-        project=row["project"],
-        created_at=row["created_at"],
-        prompt_number=row["prompt_number"],
-        type=row["type"],
-        title=row["title"],
-        subtitle=row["subtitle"],
-        facts=_list_or_none(row["facts"]),
-        narrative=row["narrative"],
-        concepts=_list_or_none(row["concepts"]),
-        files_read=_list_or_none(row["files_read"]),
-        files_modified=_list_or_none(row["files_modified"]),
-        file_hashes=_hashes_or_none(row["file_hashes"]),
-        request=row["request"],
-        investigated=row["investigated"],
-        learned=row["learned"],
-        completed=row["completed"],
-        next_steps=row["next_steps"],
-        notes=row["notes"],
-    )
+    return by_name(row, StoredRow, _STORED_JSON)
 
 
 def session_row(row: Row) -> SessionRow:
@@ -120,18 +105,7 @@ def session_row(row: Row) -> SessionRow:
 
 def dropped_row(row: Row) -> DroppedRow:
     """Map a row of the dropped-outputs listing to a DroppedRow."""
-    return DroppedRow(
-        id=row["id"],
-        memory_session_id=row["memory_session_id"],
-        project=row["project"],
-        category=row["category"],
-        raw=row["raw"],
-        event_ids=_decode_list.decode(row["event_ids"]),
-        created_at=row["created_at"],
-        reason=row["reason"],
-        turn_kind=row["turn_kind"],
-        replayed_at=row["replayed_at"],
-    )
+    return by_name(row, DroppedRow, _DROPPED_JSON)
 
 
 def store_counts(row: Row) -> StoreCounts:
@@ -144,8 +118,11 @@ def cost_day(row: Row) -> CostDay:
     return by_name(row, CostDay)
 
 
-def by_name(row: Row, kind: type[T]) -> T:
-    """A record whose fields are the row's columns, matched by name (numbers as numbers)."""
+def by_name(row: Row, kind: type[T], decode: Mapping[str, Callable[[Any], Any]] | None = None) -> T:
+    """A record whose fields are the row's columns, matched by name (numbers as numbers),
+    the columns in `decode` passed through their decoder first; other columns are ignored."""
     # Not `for column in row`: iterating a sqlite3.Row gives its values, not its columns.
     columns = {column: row[column] for column in row.keys()}  # noqa: SIM118
+    for column, decoder in (decode or {}).items():
+        columns[column] = decoder(columns[column])
     return msgspec.convert(columns, kind, strict=False)

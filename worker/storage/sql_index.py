@@ -32,9 +32,11 @@ _PENDING = "SELECT COUNT(*) AS pending FROM vector_outbox WHERE state = 'pending
 _REINDEX_RUNNING = "SELECT 1 FROM vector_reindex WHERE scope = $1"
 _REINDEX_MARK = "INSERT INTO vector_reindex (scope, started_at) VALUES ($1, $2)"
 _REINDEX_FORGET = "DELETE FROM vector_reindex WHERE scope = $1"
+# $1 typed for a comparison with NULL, which PostgreSQL cannot infer from the value alone.
+_NULLABLE_PROJECT = "CAST($1 AS TEXT)"
 # Rows of project $1 (or of every project when it is NULL), as (kind, row_id).
-_SCOPE = """
-({project} IS NULL
+_SCOPE = f"""
+({_NULLABLE_PROJECT} IS NULL
  OR (kind = 'observation' AND row_id IN (SELECT id FROM observations WHERE project = $1))
  OR (kind = 'summary' AND row_id IN (SELECT id FROM summaries WHERE project = $1)))
 """
@@ -85,11 +87,11 @@ async def retry_vector_jobs(db: SqlDatabase, retries: Sequence[VectorRetry], err
         )
 
 
-async def vector_lag(db: SqlDatabase, dialect: Dialect, project: str | None) -> int:
+async def vector_lag(db: SqlDatabase, project: str | None) -> int:
     """Outbox rows not yet indexed (of one project, or of all)."""
     async with db.use() as conn:
         if project is not None:
-            return await _count_pending(conn, dialect, project)
+            return await _count_pending(conn, project)
         # Without a project the scope is left out: the whole outbox is counted on its index.
         found = await conn.fetchrow(_PENDING)
     assert found is not None  # a COUNT(*) always has its row
@@ -111,17 +113,17 @@ async def start_reindex(
             for kind, table in _TABLES:
                 await conn.execute(
                     f"INSERT INTO vector_outbox (kind, row_id) SELECT '{kind}', id"
-                    f" FROM {table} WHERE {dialect.nullable_text} IS NULL OR project = $1"
+                    f" FROM {table} WHERE {_NULLABLE_PROJECT} IS NULL OR project = $1"
                     " ON CONFLICT DO NOTHING",
                     (project,),
                 )
             await conn.execute(
                 "UPDATE vector_outbox SET state = 'pending', attempts = 0, last_error = NULL,"
-                f" next_attempt_at_ms = 0, done_at = NULL WHERE {_scope(dialect)}",
+                f" next_attempt_at_ms = 0, done_at = NULL WHERE {_SCOPE}",
                 (project,),
             )
             await conn.execute(_REINDEX_MARK, (scope, now))
-        pending = await _count_pending(conn, dialect, project)
+        pending = await _count_pending(conn, project)
     return ReindexStart(resumed=running, pending=pending)
 
 
@@ -146,12 +148,8 @@ async def search_text(
     ]
 
 
-def _scope(dialect: Dialect) -> str:
-    return _SCOPE.format(project=dialect.nullable_text)
-
-
-async def _count_pending(conn: SqlConn, dialect: Dialect, project: str | None) -> int:
+async def _count_pending(conn: SqlConn, project: str | None) -> int:
     """Outbox rows of the project (of every project when None) not yet indexed."""
-    found = await conn.fetchrow(f"{_PENDING} AND {_scope(dialect)}", (project,))
+    found = await conn.fetchrow(f"{_PENDING} AND {_SCOPE}", (project,))
     assert found is not None  # a COUNT(*) always has its row
     return int(found["pending"])

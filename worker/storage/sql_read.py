@@ -7,18 +7,11 @@ from datetime import UTC, date, datetime, timedelta
 
 import msgspec
 
+from worker.storage import listings, records
 from worker.storage import params as p
 from worker.storage import rows as r
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import RowKind, TimelineEntry
-from worker.storage.records import (
-    CostDay,
-    DroppedRow,
-    PromptRow,
-    SessionRow,
-    StoreCounts,
-    StoredRow,
-)
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
 KINDS: tuple[RowKind, ...] = ("observation", "summary")
@@ -86,7 +79,7 @@ async def processed_event_ids(
 
 async def unannounced(
     db: SqlDatabase, dialect: Dialect, limit: int, memory_session_id: str | None
-) -> list[StoredRow]:
+) -> list[records.StoredRow]:
     """Stored rows not yet announced on pub/sub and the feed (of one session), oldest first."""
     conditions = ["announced_at IS NULL"]
     values: list[object] = [limit]
@@ -105,9 +98,9 @@ async def observations(
     memory_session_id: str | None,
     project: str | None,
     limit: int,
-) -> list[StoredRow]:
+) -> list[records.StoredRow]:
     """Newest stored observations and summaries first, optionally filtered."""
-    sql, values = dialect.observations_query(memory_session_id, project, limit)
+    sql, values = listings.observations_query(dialect.selects, memory_session_id, project, limit)
     async with db.use() as conn:
         found = await conn.fetch(sql, values)
     return [r.stored_row(row) for row in found]
@@ -115,9 +108,9 @@ async def observations(
 
 async def sessions(
     db: SqlDatabase, dialect: Dialect, project: str | None, limit: int
-) -> list[SessionRow]:
+) -> list[records.SessionRow]:
     """Sessions with activity, newest first."""
-    sql, values = dialect.sessions_query(project, limit)
+    sql, values = listings.sessions_query(project, limit)
     async with db.use() as conn:
         found = await conn.fetch(sql, values)
     return [r.session_row(row) for row in found]
@@ -125,15 +118,15 @@ async def sessions(
 
 async def dropped(
     db: SqlDatabase, dialect: Dialect, limit: int, include_replayed: bool
-) -> list[DroppedRow]:
+) -> list[records.DroppedRow]:
     """Kept dropped replies, newest first."""
-    sql, values = dialect.dropped_query(limit, include_replayed)
+    sql, values = listings.dropped_query(limit, include_replayed)
     async with db.use() as conn:
         found = await conn.fetch(sql, values)
     return [r.dropped_row(row) for row in found]
 
 
-async def counts(db: SqlDatabase) -> StoreCounts:
+async def counts(db: SqlDatabase) -> records.StoreCounts:
     """Row counts and token totals."""
     async with db.use() as conn:
         row = await conn.fetchrow(_SELECT_COUNTS)
@@ -141,7 +134,7 @@ async def counts(db: SqlDatabase) -> StoreCounts:
     return r.store_counts(row)
 
 
-async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[CostDay]:
+async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[records.CostDay]:
     """Per project and UTC day of the last `days` days (today included), oldest first: the
     observer's tokens and calls, and the observations stored; days with neither left out."""
     utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
@@ -153,7 +146,7 @@ async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[CostDay
     for row in stored:
         day = (_EPOCH_DAY + timedelta(days=int(row["day_number"]))).isoformat()
         key = (row["project"], day)
-        spent = found.get(key) or CostDay(project=row["project"], day=day)
+        spent = found.get(key) or records.CostDay(project=row["project"], day=day)
         found[key] = msgspec.structs.replace(spent, observations=int(row["observations"]))
     return [found[key] for key in sorted(found, key=lambda k: (k[1], k[0]))]
 
@@ -165,20 +158,22 @@ async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:
     return None if found is None else int(found["fence"])
 
 
-async def latest_prompt(db: SqlDatabase, memory_session_id: str) -> PromptRow | None:
+async def latest_prompt(db: SqlDatabase, memory_session_id: str) -> records.PromptRow | None:
     """The session's last stored user request, or None when it has none."""
     async with db.use() as conn:
         found = await conn.fetchrow(_LATEST_PROMPT, (memory_session_id,))
     if found is None:
         return None
-    return PromptRow(
+    return records.PromptRow(
         prompt_number=int(found["prompt_number"]),
         prompt_text=found["prompt_text"],
         created_at=datetime.fromisoformat(found["created_at"]),
     )
 
 
-async def latest_summary(db: SqlDatabase, dialect: Dialect, project: str) -> StoredRow | None:
+async def latest_summary(
+    db: SqlDatabase, dialect: Dialect, project: str
+) -> records.StoredRow | None:
     """The project's newest summary."""
     sql = dialect.selects.one_kind(
         "summary", "project = $1", "ORDER BY created_at_epoch_ms DESC, id DESC LIMIT 1"
@@ -223,7 +218,7 @@ async def timeline(
 
 async def rows_by_keys(
     db: SqlDatabase, dialect: Dialect, keys: Sequence[tuple[RowKind, int]]
-) -> list[StoredRow]:
+) -> list[records.StoredRow]:
     """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
     async with db.use() as conn:
         found = await fetch_by_keys(conn, dialect, keys)
@@ -233,13 +228,13 @@ async def rows_by_keys(
 
 async def fetch_by_keys(
     conn: SqlConn, dialect: Dialect, keys: Sequence[tuple[RowKind, int]]
-) -> list[StoredRow]:
+) -> list[records.StoredRow]:
     """The stored rows with these keys, in no particular order."""
-    found: list[StoredRow] = []
+    found: list[records.StoredRow] = []
     for kind in KINDS:
         ids = [i for k, i in keys if k == kind]
         if ids:
             sql = dialect.selects.one_kind(kind, dialect.id_in)
-            rows = await conn.fetch(sql, (dialect.id_list(ids),))
+            rows = await conn.fetch(sql, (dialect.list_param(ids),))
             found.extend(r.stored_row(row) for row in rows)
     return found

@@ -6,29 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from worker.storage import sql_index, sql_maintenance, sql_read, sql_write
-from worker.storage.dialect import Dialect
-from worker.storage.index_records import (
-    ReindexStart,
-    RowKind,
-    TextFilter,
-    TextHit,
-    TimelineEntry,
-    VectorJob,
-    VectorRetry,
+from worker.storage import (
+    index_records,
+    records,
+    sql_index,
+    sql_maintenance,
+    sql_read,
+    sql_write,
 )
+from worker.storage.dialect import Dialect
 from worker.storage.params import iso_utc
 from worker.storage.protocol import check_one_session
-from worker.storage.records import (
-    BatchResult,
-    BatchWrite,
-    CostDay,
-    DroppedRow,
-    PromptRow,
-    SessionRow,
-    StoreCounts,
-    StoredRow,
-)
 from worker.storage.sql_conn import SqlDatabase
 
 
@@ -79,7 +67,7 @@ class SqlStore:
 
     # WriteStore.
 
-    async def write_batch(self, batch: BatchWrite) -> BatchResult:
+    async def write_batch(self, batch: records.BatchWrite) -> records.BatchResult:
         """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
         check_one_session(batch)
         now = iso_utc(batch.occurred_at or self._clock())
@@ -99,17 +87,17 @@ class SqlStore:
         """The session's stored fencing token, or None for an unknown session."""
         return await sql_read.session_fence(self._db, memory_session_id)
 
-    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+    async def latest_prompt(self, memory_session_id: str) -> records.PromptRow | None:
         """The session's last stored user request, or None when it has none."""
         return await sql_read.latest_prompt(self._db, memory_session_id)
 
     async def unannounced(
         self, limit: int = 500, *, memory_session_id: str | None = None
-    ) -> list[StoredRow]:
+    ) -> list[records.StoredRow]:
         """Stored rows not yet announced on pub/sub and the feed (of one session), oldest first."""
         return await sql_read.unannounced(self._db, self._dialect, limit, memory_session_id)
 
-    async def mark_announced(self, rows: Sequence[StoredRow]) -> None:
+    async def mark_announced(self, rows: Sequence[records.StoredRow]) -> None:
         """Record that these rows were announced."""
         if rows:
             await sql_write.mark_announced(self._db, self._dialect, rows, self._now())
@@ -122,38 +110,46 @@ class SqlStore:
         memory_session_id: str | None = None,
         project: str | None = None,
         limit: int = 50,
-    ) -> list[StoredRow]:
+    ) -> list[records.StoredRow]:
         """Newest stored observations and summaries first, optionally filtered."""
         return await sql_read.observations(
             self._db, self._dialect, memory_session_id, project, limit
         )
 
-    async def sessions(self, *, project: str | None = None, limit: int = 50) -> list[SessionRow]:
+    async def sessions(
+        self, *, project: str | None = None, limit: int = 50
+    ) -> list[records.SessionRow]:
         """Sessions with activity, newest first."""
         return await sql_read.sessions(self._db, self._dialect, project, limit)
 
-    async def dropped(self, *, limit: int = 50, include_replayed: bool = False) -> list[DroppedRow]:
+    async def dropped(
+        self, *, limit: int = 50, include_replayed: bool = False
+    ) -> list[records.DroppedRow]:
         """Kept dropped replies, newest first."""
         return await sql_read.dropped(self._db, self._dialect, limit, include_replayed)
 
-    async def counts(self) -> StoreCounts:
+    async def counts(self) -> records.StoreCounts:
         """Row counts and token totals."""
         return await sql_read.counts(self._db)
 
-    async def cost_by_day(self, days: int = 14) -> list[CostDay]:
+    async def cost_by_day(self, days: int = 14) -> list[records.CostDay]:
         """Observer tokens, calls and stored observations per project and UTC day, oldest
         first, over the last `days` days (today included)."""
         return await sql_read.cost_by_day(self._db, self._clock(), days)
 
-    async def rows_by_keys(self, keys: Sequence[tuple[RowKind, int]]) -> list[StoredRow]:
+    async def rows_by_keys(
+        self, keys: Sequence[tuple[index_records.RowKind, int]]
+    ) -> list[records.StoredRow]:
         """The stored rows with these (kind, id) keys, in the keys' order; missing ones skipped."""
         return await sql_read.rows_by_keys(self._db, self._dialect, keys)
 
-    async def latest_summary(self, project: str) -> StoredRow | None:
+    async def latest_summary(self, project: str) -> records.StoredRow | None:
         """The project's newest summary."""
         return await sql_read.latest_summary(self._db, self._dialect, project)
 
-    async def timeline(self, memory_session_id: str, limit: int = 1000) -> list[TimelineEntry]:
+    async def timeline(
+        self, memory_session_id: str, limit: int = 1000
+    ) -> list[index_records.TimelineEntry]:
         """A session's prompts, observations and summaries in time order (the first `limit`)."""
         return await sql_read.timeline(self._db, self._dialect, memory_session_id, limit)
 
@@ -161,25 +157,27 @@ class SqlStore:
 
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int
-    ) -> list[VectorJob]:
+    ) -> list[index_records.VectorJob]:
         """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
         return await sql_index.claim_vector_jobs(
             self._db, self._dialect, limit=limit, now_ms=now_ms, lease_until_ms=lease_until_ms
         )
 
-    async def finish_vector_jobs(self, keys: Sequence[tuple[RowKind, int]]) -> None:
+    async def finish_vector_jobs(self, keys: Sequence[tuple[index_records.RowKind, int]]) -> None:
         """Mark outbox rows indexed."""
         await sql_index.finish_vector_jobs(self._db, keys, self._now())
 
-    async def retry_vector_jobs(self, retries: Sequence[VectorRetry], error: str) -> None:
+    async def retry_vector_jobs(
+        self, retries: Sequence[index_records.VectorRetry], error: str
+    ) -> None:
         """Count a failed attempt on each row and schedule its next one."""
         await sql_index.retry_vector_jobs(self._db, retries, error)
 
     async def vector_lag(self, project: str | None = None) -> int:
         """Outbox rows not yet indexed (of one project, or of all)."""
-        return await sql_index.vector_lag(self._db, self._dialect, project)
+        return await sql_index.vector_lag(self._db, project)
 
-    async def start_reindex(self, project: str | None = None) -> ReindexStart:
+    async def start_reindex(self, project: str | None = None) -> index_records.ReindexStart:
         """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""
         return await sql_index.start_reindex(self._db, self._dialect, project, self._now())
 
@@ -187,7 +185,9 @@ class SqlStore:
         """Forget the reindex marker: the next reindex starts over."""
         await sql_index.finish_reindex(self._db, project)
 
-    async def search_text(self, match: str, filters: TextFilter, limit: int) -> list[TextHit]:
+    async def search_text(
+        self, match: str, filters: index_records.TextFilter, limit: int
+    ) -> list[index_records.TextHit]:
         """Full-text matches of an FTS5 `match` expression, best first."""
         return await sql_index.search_text(self._db, self._dialect, match, filters, limit)
 

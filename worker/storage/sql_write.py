@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.storage import params as p
+from worker.storage import statements as s
 from worker.storage.dialect import Dialect
 from worker.storage.protocol import StaleFenceError
 from worker.storage.records import BatchResult, BatchWrite, StoredRow
@@ -23,24 +24,24 @@ async def write_batch(
     async with db.transaction() as conn:
         await _claim_session(conn, dialect, batch, now)
         if batch.prompts:
-            await conn.executemany(dialect.insert_prompt, map(p.prompt_params, batch.prompts))
+            await conn.executemany(s.PROMPT.sql, map(s.PROMPT.values, batch.prompts))
         for obs in batch.observations:
-            new = await conn.fetchrow(dialect.insert_observation, p.observation_params(obs))
+            new = await conn.fetchrow(s.OBSERVATION.sql, s.OBSERVATION.values(obs))
             if new is None:
                 duplicates += 1
             else:
-                stored.append(p.stored_observation(int(new["id"]), obs))
+                stored.append(p.stored_record(int(new["id"]), obs))
         for summary in batch.summaries:
-            new = await conn.fetchrow(dialect.insert_summary, p.summary_params(summary))
+            new = await conn.fetchrow(s.SUMMARY.sql, s.SUMMARY.values(summary))
             assert new is not None  # RETURNING of a plain INSERT
-            stored.append(p.stored_summary(int(new["id"]), summary))
+            stored.append(p.stored_record(int(new["id"]), summary))
         # The vector outbox row commits with its row: Chroma is fed from it, never directly.
         if stored and vector_outbox:
-            await conn.executemany(dialect.insert_outbox, [(r.kind, r.id) for r in stored])
+            await conn.executemany(s.OUTBOX, [(r.kind, r.id) for r in stored])
         if batch.dropped:
-            await conn.executemany(dialect.insert_dropped, map(p.dropped_params, batch.dropped))
+            await conn.executemany(s.DROPPED.sql, map(s.DROPPED.values, batch.dropped))
         if batch.usage:
-            await conn.executemany(dialect.insert_usage, map(p.usage_params, batch.usage))
+            await conn.executemany(s.USAGE.sql, map(s.USAGE.values, batch.usage))
         if batch.event_ids:
             ids = dialect.list_param(batch.event_ids)
             await conn.execute(dialect.insert_processed, (batch.memory_session_id, ids, now))
@@ -58,7 +59,7 @@ async def mark_announced(
                 await conn.execute(
                     f"UPDATE {table} SET announced_at = $2 WHERE announced_at IS NULL"
                     f" AND {dialect.id_in}",
-                    (dialect.id_list(ids), now),
+                    (dialect.list_param(ids), now),
                 )
 
 
@@ -70,7 +71,7 @@ async def _claim_session(conn: SqlConn, dialect: Dialect, batch: BatchWrite, now
         prompt_counter = max((pr.prompt_number for pr in batch.prompts), default=0)
         ended_at = now if batch.ended else None
         values = (sid, batch.project, batch.fence, now, ended_at, prompt_counter)
-        if await conn.execute(dialect.upsert_session, values) == 1:
+        if await conn.execute(s.SESSION_UPSERT, values) == 1:
             return
         # A concurrent first batch of the session inserted a higher fence meanwhile.
         stored_fence = await _fence(conn, dialect, sid)
