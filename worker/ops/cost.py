@@ -33,21 +33,6 @@ class Prices(msgspec.Struct, frozen=True, kw_only=True):
         ) / _PER
 
 
-class PerObservation(msgspec.Struct, frozen=True, kw_only=True):
-    """Observer tokens spent for each observation stored."""
-
-    input_tokens: float
-    cached_input_tokens: float
-    output_tokens: float
-
-
-class CostRow(CostDay, frozen=True, kw_only=True):
-    """One project's day as the report shows it: the store's figures and what they cost."""
-
-    spend: float | None = None
-    """None unless prices are set."""
-
-
 class Totals(msgspec.Struct, frozen=True, kw_only=True):
     """Days' figures added up: tokens (input includes cached), calls, observations stored."""
 
@@ -70,17 +55,27 @@ def totals(days: Iterable[CostDay]) -> Totals:
     )
 
 
-class Cost(msgspec.Struct, frozen=True, kw_only=True):
+class PerObservation(msgspec.Struct, frozen=True, kw_only=True):
+    """Observer tokens spent for each observation stored."""
+
+    input_tokens: float
+    cached_input_tokens: float
+    output_tokens: float
+
+
+class CostRow(CostDay, frozen=True, kw_only=True):
+    """One project's day as the report shows it: the store's figures and what they cost."""
+
+    spend: float | None = None
+    """None unless prices are set."""
+
+
+class Cost(Totals, frozen=True, kw_only=True):
     """`memq stats --json`'s `cost`: the window's totals, tokens per observation, each day."""
 
     window_days: int
     first_day: str
     last_day: str
-    input_tokens: int
-    cached_input_tokens: int
-    output_tokens: int
-    calls: int
-    observations: int
     per_observation: PerObservation | None
     """None when no observation was stored in the window."""
     prices: Prices | None
