@@ -1,15 +1,20 @@
 """Record bench/corpus/session.jsonl: a coding session on this repository, from real commands.
 
-Run from the repository root: `.venv/bin/python bench/make_corpus.py` (about a minute: it runs
-pytest and ruff several times). Every tool call's output is produced now, on this checkout:
-Read returns the file's text with line numbers as Claude Code shows it, Grep runs grep, Glob
-globs, Bash runs the command (pytest, ruff, git log, ls, wc). Edit calls replace real snippets
-but are never applied: the output is the patch Claude Code would report. The events are memq's
-wire format (pipeline/events.py), as `memq hook claude-code` would publish them.
+Run from the repository root: `.venv/bin/python bench/make_corpus.py [--out PATH]` (about a
+minute: it runs pytest and ruff several times; the default output is the committed corpus).
+Every tool call's output is produced now, on this checkout, with the paths of today's layout
+(pipeline/prompting/truncate.py, worker/observe/turn.py, ...): Read returns the file's text with
+line numbers as Claude Code shows it, Grep runs grep, Glob globs, Bash runs the command (pytest
+and ruff from the running interpreter's venv, git log, ls, wc). Edit calls replace real snippets
+but are never applied: the output is the patch Claude Code would report. A path that does not
+exist, an edit with no snippet to replace or a command that fails stops the run with a one-line
+error. The events are memq's wire format (pipeline/events.py), as `memq hook claude-code` would
+publish them.
 """
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import hashlib
 import os
@@ -38,8 +43,9 @@ _SKIP_DIRS = {".venv", ".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".py
               ".hypothesis", "memq.egg-info", "corpus", "secrets"}  # fmt: skip
 PROMPTS = (
     "Observation prompts sometimes show an elision marker for tool outputs that are barely over "
-    "the budget. Check how pipeline/truncate.py splits a field and how pipeline/prompts.py "
-    "frames it, and add tests for the edge cases (exactly at the budget, multi-byte text).",
+    "the budget. Check how pipeline/prompting/truncate.py splits a field and how "
+    "pipeline/prompting/prompts.py frames it, and add tests for the edge cases (exactly at the "
+    "budget, multi-byte text).",
     "Now follow field_budget_chars through the worker: settings, conversation, turn runner and "
     "both observer adapters. Make sure the summary prompt and dropped outputs respect a budget "
     "too, and keep ruff and the pipeline tests green.",
@@ -47,22 +53,30 @@ PROMPTS = (
 FINAL_MESSAGE = (
     "Truncation now counts the tool's own characters: a field exactly at the budget is kept "
     "whole, and the head/tail split never cuts a surrogate pair. I added parametrized cases to "
-    "tests/pipeline/test_truncate.py and tests/pipeline/test_framing.py, traced "
-    "field_budget_chars from Settings through conversation.user_message into "
-    "build_observation_prompt, and checked that dropped replies are cut with the same helper. "
-    "ruff and the pipeline tests pass."
+    "tests/pipeline/prompting/test_truncate.py and tests/pipeline/prompting/test_framing.py, "
+    "traced field_budget_chars from Settings through TurnRunner and conversation.user_message "
+    "into build_observation_prompt, and checked that dropped replies (pipeline/turns/settle.py) "
+    "are cut with the same helper. ruff and the pipeline tests pass."
 )
 
 
 class Recorder:
     """Runs tool calls for real and collects them as events with a plausible clock."""
 
-    def __init__(self, root: Path = REPO, session: str = SESSION, project: str = "memq") -> None:
+    def __init__(
+        self,
+        root: Path = REPO,
+        session: str = SESSION,
+        project: str = "memq",
+        *,
+        check_commands: bool = False,
+    ) -> None:
         self.events: list[Event] = []
         self.clock = START
         self.root = root
         self.session = session
         self.project = project
+        self.check_commands = check_commands  # a failing Bash command stops the run
 
     def _id(self) -> str:
         return f"corpus-{len(self.events) + 1:04d}"
@@ -84,7 +98,11 @@ class Recorder:
         ))  # fmt: skip
 
     def read(self, path: str, offset: int = 0, limit: int | None = None) -> None:
-        lines = (self.root / path).read_text(errors="replace").splitlines()
+        lines = _text(self.root / path, errors="replace").splitlines()
+        if offset and offset >= len(lines):
+            raise SystemExit(
+                f"make_corpus: {path} has {len(lines)} lines, cannot read from {offset}"
+            )
         end = min(len(lines), offset + (limit or READ_MAX_LINES))
         shown = "\n".join(
             f"{n + 1:>6}→{lines[n][:READ_MAX_LINE_CHARS]}" for n in range(offset, end)
@@ -99,6 +117,8 @@ class Recorder:
         done = subprocess.run(command, shell=True, cwd=self.root, capture_output=True, text=True,
                               timeout=300, env=_bash_env(), check=False)  # fmt: skip
         seconds = time.monotonic() - started
+        if self.check_commands and done.returncode != 0:
+            raise SystemExit(f"make_corpus: `{command}` exited {done.returncode}")
         output = {
             "stdout": _cap(done.stdout.rstrip("\n")),
             "stderr": _cap(done.stderr.rstrip("\n")),
@@ -136,7 +156,7 @@ class Recorder:
         self.tool("Glob", {"pattern": pattern}, output, 0.1)
 
     def edit(self, path: str, old: str, new: str) -> None:
-        text = (self.root / path).read_text()
+        text = _text(self.root / path)
         if text.count(old) != 1:
             raise SystemExit(f"edit snippet is not unique in {path}: {old!r}")
         patch = _hunks(text, text.replace(old, new))
@@ -161,8 +181,15 @@ class Recorder:
 
 
 def _bash_env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ.get('PATH', '')}",
+    return {**os.environ, "PATH": f"{VENV_BIN}:{os.environ.get('PATH', '')}",
             "PYTHONDONTWRITEBYTECODE": "1", "NO_COLOR": "1"}  # fmt: skip
+
+
+def _text(path: Path, errors: str = "strict") -> str:
+    """A file's text; a missing file stops the run with one line naming it."""
+    if not path.is_file():
+        raise SystemExit(f"make_corpus: no such file: {path}")
+    return path.read_text(errors=errors)
 
 
 def _cap(text: str) -> str:
@@ -194,13 +221,16 @@ def _hunks(before: str, after: str) -> list[dict[str, Any]]:
 
 
 def docstring_edits(path: str, limit: int) -> Iterator[tuple[str, str]]:
-    """Real one-line docstrings of a file with a reworded replacement (old, new)."""
-    return docstring_edits_in(REPO / path, limit)
+    """Real one-line docstrings of a file with a reworded replacement (old, new); none stops."""
+    edits = list(docstring_edits_in(REPO / path, limit))
+    if not edits:
+        raise SystemExit(f"make_corpus: no one-line docstring to edit in {path}")
+    return iter(edits)
 
 
 def docstring_edits_in(path: Path, limit: int) -> Iterator[tuple[str, str]]:
-    """`docstring_edits` for a file anywhere."""
-    text = path.read_text()
+    """`docstring_edits` for a file anywhere; a file without one yields nothing."""
+    text = _text(path)
     found = re.findall(r'^( +)"""([^"\n]{20,90})"""$', text, re.M)
     seen = 0
     for indent, doc in found:
@@ -212,20 +242,49 @@ def docstring_edits_in(path: Path, limit: int) -> Iterator[tuple[str, str]]:
 
 def definitions(path: str) -> list[str]:
     """Top-level function names a file defines."""
-    return re.findall(r"^def ([a-z_][a-z0-9_]*)\(", (REPO / path).read_text(), re.M)
+    return re.findall(r"^def ([a-z_][a-z0-9_]*)\(", _text(REPO / path), re.M)
 
 
-PYTEST = ".venv/bin/pytest -q tests/pipeline/test_truncate.py"
-RUFF = ".venv/bin/ruff check"
+def _venv_bin() -> str:
+    """The running interpreter's bin directory, relative to the checkout when inside it."""
+    bin_dir = Path(sys.executable).parent
+    return str(bin_dir.relative_to(REPO)) if bin_dir.is_relative_to(REPO) else str(bin_dir)
+
+
+VENV_BIN = _venv_bin()
+# Where each pipeline module lives today (pipeline/<room>/<module>.py; tests mirror the rooms).
+ROOMS = {"truncate": "prompting", "framing": "prompting", "prompts": "prompting",
+         "conversation": "prompting", "modes": "prompting", "textnorm": "replies",
+         "parser": "replies", "classify": "replies", "batching": "turns",
+         "content_hash": "turns", "evidence": "turns", "privacy": "redaction",
+         "redact": "redaction", "events": ""}  # fmt: skip
+
+
+def src(module: str) -> str:
+    return str(Path("pipeline", ROOMS[module], f"{module}.py"))
+
+
+def test_of(module: str) -> str:
+    return str(Path("tests", "pipeline", ROOMS[module], f"test_{module}.py"))
+
+
+def pytest_command(*modules: str) -> str:
+    return f"{VENV_BIN}/pytest -q " + " ".join(test_of(m) for m in modules)
+
+
+PYTEST = pytest_command("truncate")
+RUFF = f"{VENV_BIN}/ruff check"
 
 
 def test_edits(path: str, limit: int) -> Iterator[tuple[str, str]]:
     """A new parametrized test inserted before real test functions of a file (old, new)."""
-    text = (REPO / path).read_text()
-    for name in re.findall(r"^def (test_[a-z0-9_]+)\(", text, re.M)[:limit]:
+    text = _text(REPO / path)
+    names = [n for n in re.findall(r"^def (test_[a-z0-9_]+)\(", text, re.M)[:limit]
+             if text.count(f"def {n}(") == 1]  # fmt: skip
+    if not names:
+        raise SystemExit(f"make_corpus: no test function to edit in {path}")
+    for name in names:
         old = f"def {name}("
-        if text.count(old) != 1:
-            continue
         new = (
             f'@pytest.mark.parametrize("length", [15_999, 16_000, 16_001])\n'
             f"def {name}_at_the_budget_edge(length: int) -> None:\n"
@@ -247,63 +306,81 @@ def first_request(r: Recorder) -> None:
     r.prompt(PROMPTS[0], 1)
     r.bash("ls -la", "List the repository root")
     r.bash("git --no-pager log --oneline -20", "Recent commits")
-    r.glob("pipeline/*.py")
-    r.glob("tests/pipeline/*.py")
-    r.read("pipeline/truncate.py")
-    r.read("pipeline/framing.py")
+    r.glob("pipeline/**/*.py")
+    r.glob("tests/pipeline/**/*.py")
+    r.read(src("truncate"))
+    r.read(src("framing"))
     r.grep("split_observation_field")
     r.grep("split_observation_field", content=True)
-    r.read("pipeline/prompts.py")
-    r.read("tests/pipeline/test_truncate.py")
+    r.read(src("prompts"))
+    r.read(test_of("truncate"))
     r.bash(PYTEST, "Run the truncation tests")
     r.grep("OBSERVATION_FIELD_MAX_CHARS", content=True)
     r.grep("elided", content=True)
-    r.read("pipeline/textnorm.py")
-    r.read("tests/pipeline/test_framing.py")
-    r.read("tests/pipeline/test_prompts.py", 0, 120)
+    r.read(src("textnorm"))
+    r.read(test_of("framing"))
+    r.read(test_of("prompts"), 0, 120)
     r.read("pipeline/__init__.py")
-    for old, new in docstring_edits("pipeline/truncate.py", 4):
-        r.edit("pipeline/truncate.py", old, new)
+    for old, new in docstring_edits(src("truncate"), 4):
+        r.edit(src("truncate"), old, new)
         r.bash(PYTEST, "Re-run the truncation tests")
-        r.read("pipeline/truncate.py", 0, 60)
-    for old, new in test_edits("tests/pipeline/test_truncate.py", 6):
-        r.edit("tests/pipeline/test_truncate.py", old, new)
+        r.read(src("truncate"), 0, 60)
+    for old, new in test_edits(test_of("truncate"), 6):
+        r.edit(test_of("truncate"), old, new)
         r.bash(PYTEST, "Run the new edge cases")
-        r.bash(f"{RUFF} tests/pipeline/test_truncate.py", "Lint the test file")
+        r.bash(f"{RUFF} {test_of('truncate')}", "Lint the test file")
     r.grep("^def test_", "tests/pipeline", content=True)
-    for old, new in docstring_edits("pipeline/framing.py", 3):
-        r.edit("pipeline/framing.py", old, new)
-        r.bash(".venv/bin/pytest -q tests/pipeline/test_framing.py", "Run the framing tests")
-        r.bash(f"{RUFF} pipeline/framing.py", "Lint framing")
-    for old, new in test_edits("tests/pipeline/test_framing.py", 4):
-        r.edit("tests/pipeline/test_framing.py", old, new)
-        r.bash(".venv/bin/pytest -q tests/pipeline/test_framing.py", "Run the framing tests")
-        r.bash(f"{RUFF} tests/pipeline/test_framing.py", "Lint the framing tests")
+    for old, new in docstring_edits(src("framing"), 3):
+        r.edit(src("framing"), old, new)
+        r.bash(pytest_command("framing"), "Run the framing tests")
+        r.bash(f"{RUFF} {src('framing')}", "Lint framing")
+    for old, new in test_edits(test_of("framing"), 4):
+        r.edit(test_of("framing"), old, new)
+        r.bash(pytest_command("framing"), "Run the framing tests")
+        r.bash(f"{RUFF} {test_of('framing')}", "Lint the framing tests")
     r.bash(f"{RUFF} .", "Lint everything")
-    r.bash("wc -l pipeline/*.py", "Module sizes")
-    r.bash("git --no-pager log --oneline -5 -- pipeline/truncate.py", "History of truncate.py")
+    r.bash("wc -l pipeline/*.py pipeline/*/*.py", "Module sizes")
+    r.bash(f"git --no-pager log --oneline -5 --follow -- {src('truncate')}",
+           "History of truncate.py")  # fmt: skip
     for module in ("batching", "classify", "content_hash", "evidence", "parser", "privacy",
                    "redact", "events", "modes"):  # fmt: skip
-        explore(r, f"pipeline/{module}.py")
-        if (REPO / f"tests/pipeline/test_{module}.py").exists():
-            r.read(f"tests/pipeline/test_{module}.py", 0, 100)
+        explore(r, src(module))
+        if module != "events":  # pipeline/events.py is tested through its users
+            r.read(test_of(module), 0, 100)
     r.bash(PYTEST, "Truncation tests once more")
+
+
+# The modules a field budget passes through on its way from Settings to the observer.
+WORKER_MODULES = (
+    "worker/settings.py", src("conversation"), "worker/observe/turn.py",
+    "worker/observe/session_run.py", "worker/observe/observer_state.py",
+    "worker/observers/anthropic.py", "worker/observers/openai.py",
+    "worker/observers/protocol.py", "worker/observers/errors.py",
+    "pipeline/turns/turn_records.py", "worker/storage/records.py", "pipeline/outcomes.py",
+    "worker/observe/runtime.py", "worker/observe/jobs.py", "worker/queue/streams.py",
+    "worker/observe/outbox.py", "worker/queue/leases.py", "worker/queue/scheduling.py",
+)  # fmt: skip
+WORKER_TESTS = (
+    "tests/worker/test_settings.py", "tests/worker/observe/test_turn.py",
+    "tests/worker/observe/test_session_run.py", "tests/worker/observe/test_session_parts.py",
+    "tests/worker/observe/test_outbox.py", "tests/worker/observers/test_observers.py",
+    "tests/worker/test_fake_observer.py", "tests/worker/cli/test_cli_prompt.py",
+    "tests/worker/ingest/test_producer.py", "tests/worker/limits/test_budget.py",
+)  # fmt: skip
 
 
 def second_request(r: Recorder) -> None:
     r.prompt(PROMPTS[1], 2)
     r.grep("field_budget_chars")
     r.grep("field_budget_chars", content=True)
-    r.bash("ls worker worker/observers worker/storage", "Worker layout")
+    r.bash("ls worker worker/observe worker/observers worker/storage", "Worker layout")
     r.glob("worker/**/*.py")
-    for module in ("settings", "conversation", "turn_runner", "session_run", "observer_state",
-                   "observers/anthropic", "observers/openai", "observers/protocol",
-                   "observers/errors", "turn_records", "storage/records", "outcomes", "runtime",
-                   "jobs", "streams", "broadcast", "leases", "scheduling"):  # fmt: skip
-        explore(r, f"worker/{module}.py")
-    for offset in (0, 120, 240):
-        r.read("worker/storage/sqlite.py", offset, 120)
-    for path in ("worker/turn_runner.py", "worker/conversation.py", "pipeline/prompts.py"):
+    for path in WORKER_MODULES:
+        explore(r, path)
+    r.read("worker/storage/sqlite/store.py", 0, 120)
+    r.read("worker/storage/sqlite/store.py", 120, 120)
+    r.read("worker/storage/sqlite/schema.py", 0, 120)
+    for path in ("worker/observe/turn.py", src("conversation"), src("prompts")):
         r.read(path, 40, 80)
     r.grep("truncate_observation_field", content=True)
     r.grep("DROPPED_RAW_CHARS", content=True)
@@ -312,25 +389,24 @@ def second_request(r: Recorder) -> None:
         r.grep(symbol, content=True)
     for setting in ("batch_max_chars", "history_turns", "history_chars", "max_event_bytes"):
         r.grep(setting, content=True)
-    for test_file in sorted((REPO / "tests" / "worker").glob("test_*.py"))[:10]:
-        r.read(str(test_file.relative_to(REPO)), 0, 80)
-    for path in ("worker/conversation.py", "worker/turn_runner.py", "pipeline/prompts.py",
+    for test_file in WORKER_TESTS:
+        r.read(test_file, 0, 80)
+    for path in (src("conversation"), "worker/observe/turn.py", src("prompts"),
                  "worker/observers/anthropic.py", "worker/observers/openai.py"):  # fmt: skip
         for old, new in docstring_edits(path, 3):
             r.edit(path, old, new)
             r.bash(f"{RUFF} {path}", "Lint the edited module")
-            r.bash(".venv/bin/pytest -q tests/pipeline/test_prompts.py", "Run the prompt tests")
-    r.bash("ls tests tests/worker tests/pipeline", "Test layout")
+            r.bash(pytest_command("prompts"), "Run the prompt tests")
+    r.bash("ls tests tests/worker tests/pipeline tests/pipeline/prompting", "Test layout")
     r.glob("tests/**/*.py")
     for pattern in ("modes/*.json", "worker/observers/*.py", "bench/*.py", "tests/support/*.py"):
         r.glob(pattern)
     r.read("modes/code.json")
     for module in ("truncate", "framing", "prompts", "parser", "classify", "content_hash"):
-        r.bash(f".venv/bin/pytest -q tests/pipeline/test_{module}.py", f"Run test_{module}")
-    for module in ("test_prompts", "test_framing", "test_parser", "test_classify"):
-        r.read(f"tests/pipeline/{module}.py", 0, 80)
-    r.bash(".venv/bin/pytest -q tests/pipeline/test_truncate.py tests/pipeline/test_framing.py "
-           "tests/pipeline/test_prompts.py", "Run the affected pipeline tests")  # fmt: skip
+        r.bash(pytest_command(module), f"Run test_{module}")
+    for module in ("prompts", "framing", "parser", "classify"):
+        r.read(test_of(module), 0, 80)
+    r.bash(pytest_command("truncate", "framing", "prompts"), "Run the affected pipeline tests")
     r.bash("git --no-pager log --oneline -10 -- worker/", "Recent worker commits")
     r.bash(f"{RUFF} .", "Lint everything")
     r.bash(PYTEST, "Final truncation test run")
@@ -338,8 +414,13 @@ def second_request(r: Recorder) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default = OUT.relative_to(REPO)
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help=f"where to write the corpus (default: {default})")  # fmt: skip
+    out = parser.parse_args().out.resolve()
     started = time.monotonic()
-    recorder = Recorder()
+    recorder = Recorder(check_commands=True)
     first_request(recorder)
     second_request(recorder)
     recorder.summarize()
@@ -347,10 +428,11 @@ def main() -> None:
     tools = Counter(e.tool_name for e in recorder.events if isinstance(e, ToolCall))
     if calls < 200:
         raise SystemExit(f"only {calls} tool calls recorded; the corpus needs at least 200")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_bytes(b"".join(encode_event(e) + b"\n" for e in recorder.events))
-    size = OUT.stat().st_size
-    print(f"wrote {OUT.relative_to(REPO)}: {len(recorder.events)} events, {calls} tool calls, "
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(b"".join(encode_event(e) + b"\n" for e in recorder.events))
+    size = out.stat().st_size
+    shown = out.relative_to(REPO) if out.is_relative_to(REPO) else out
+    print(f"wrote {shown}: {len(recorder.events)} events, {calls} tool calls, "
           f"({dict(tools.most_common())}), {size / 1e6:.2f} MB in "
           f"{time.monotonic() - started:.0f} s")  # fmt: skip
 
