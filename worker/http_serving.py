@@ -1,8 +1,8 @@
 """Serving HTTP from a memq process: the loopback rule, binding, uvicorn without its signals.
 
 The metrics server, the web UI and the hook endpoint all run uvicorn inside a process that
-has its own shutdown (arq's signal handlers, `memq up`, a test), and all listen on loopback
-unless a long enough token guards them.
+has its own shutdown (arq's signal handlers, `memq up`, a test, or SIGINT/SIGTERM when they
+run alone), and all listen on loopback unless a long enough token guards them.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
+import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -128,3 +130,61 @@ class EmbeddedHttp:
         self._server.should_exit = True
         await self._task
         self._server = self._task = None
+
+
+async def serve_until_stopped(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    logger: logging.Logger,
+    announce: str,
+    path: str = "/",
+    backlog: int = 128,
+    stop: asyncio.Event | None = None,
+    on_listening: Callable[[str], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+) -> None:
+    """Serve `app` on host:port until SIGINT/SIGTERM, or, when `stop` is given, until it is set.
+
+    Once the app has started, `logger` logs `announce` (a %s message) with the URL of `path`,
+    and `on_listening` gets that URL; `on_stop` runs as the stop comes, before the drain.
+    """
+    sock = listen(host, port, backlog=backlog)
+    config = uvicorn.Config(
+        app,
+        log_config=None,  # memq's logging (worker/logs.py) renders uvicorn's lines
+        access_log=False,  # a `?token=` in a URL must not reach the logs
+        lifespan="on",
+        timeout_graceful_shutdown=STOP_GRACE_S,
+    )
+    server = QuietServer(config)
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if stop is None else ()
+    stopping = stop if stop is not None else asyncio.Event()
+    for sig in signals:  # on its own: a signal stops it, and it exits 0 once drained
+        loop.add_signal_handler(sig, stopping.set)
+    url = f"{base_url(sock)}{path}"
+
+    async def announce_once_listening() -> None:
+        await server.listening.wait()
+        logger.info(announce, url, extra={"url": url})
+        if on_listening is not None:
+            on_listening(url)
+
+    async def exit_on_stop() -> None:
+        await stopping.wait()
+        server.should_exit = True
+        if on_stop is not None:
+            on_stop()
+
+    helpers = [asyncio.create_task(announce_once_listening()), asyncio.create_task(exit_on_stop())]
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        for task in helpers:
+            task.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        sock.close()

@@ -33,6 +33,16 @@ def settings_from_environment() -> Settings:
     return loaded
 
 
+def settings_with_logging() -> Settings:
+    """Settings from the environment, then memq's log lines on stderr in their format: how
+    every long-running command (worker, up, ui, agent, telegram, mcp) starts."""
+    from worker.logs import configure_logging  # structlog: only these commands pay for it
+
+    loaded = settings_from_environment()
+    configure_logging(loaded.log_format)
+    return loaded
+
+
 def fail(message: str, code: int) -> typer.Exit:
     """Print a one-line reason on stderr and return the Exit to raise."""
     print(f"memq: {' '.join(message.split())}", file=sys.stderr)

@@ -13,10 +13,8 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import signal
 from collections.abc import AsyncIterator, Callable
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
@@ -26,11 +24,9 @@ from pipeline.errors import PipelineError
 from worker.errors import ConfigError
 from worker.http_serving import (
     MIN_TOKEN_CHARS,
-    QuietServer,
-    base_url,
     is_loopback,
     is_loopback_host_header,
-    listen,
+    serve_until_stopped,
 )
 from worker.ingest.agent_publisher import AgentPublisher
 from worker.ingest.claude_code import HookPayloadError
@@ -163,37 +159,8 @@ async def run_agent(
 ) -> None:
     """Serve hook requests until SIGINT/SIGTERM, or, when `stop` is given, until it is set."""
     check_agent_bind(host, settings.agent_token.reveal() if settings.agent_token else None)
-    sock = listen(host, port, backlog=1024)
-    app = build_agent_app(settings, AgentPublisher(settings))
-    config = uvicorn.Config(
-        app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
-    )
-    server = QuietServer(config)
-    if stop is None:  # on its own: SIGINT/SIGTERM stop it, and it exits 0 once drained
-        stop = asyncio.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
-    url = f"{base_url(sock)}{HOOK_PATH}"
-    watcher = asyncio.create_task(_watch(server, stop))
-    announcer = asyncio.create_task(_announce(server, url, on_listening))
-    try:
-        await server.serve(sockets=[sock])
-    finally:
-        for task in (watcher, announcer):
-            task.cancel()
-        await asyncio.gather(watcher, announcer, return_exceptions=True)
-        sock.close()
-
-
-async def _announce(
-    server: QuietServer, url: str, on_listening: Callable[[str], None] | None
-) -> None:
-    await server.listening.wait()
-    logger.info("taking Claude Code hook events on %s", url, extra={"url": url})
-    if on_listening is not None:
-        on_listening(url)
-
-
-async def _watch(server: uvicorn.Server, stop: asyncio.Event) -> None:
-    await stop.wait()
-    server.should_exit = True
+    await serve_until_stopped(
+        build_agent_app(settings, AgentPublisher(settings)), host, port, logger=logger,
+        announce="taking Claude Code hook events on %s", path=HOOK_PATH, backlog=1024,
+        stop=stop, on_listening=on_listening,
+    )  # fmt: skip

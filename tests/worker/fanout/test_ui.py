@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -15,6 +17,7 @@ import redis.asyncio as aioredis
 
 from tests.support.feed_rows import announce, observation, prompt, store_rows, summary
 from tests.support.ingest import console_script, subprocess_env
+from tests.support.ports import free_port
 from tests.support.ui_harness import read_events, running_ui, ui_settings
 from worker.errors import ConfigError
 from worker.fanout.ui.app import check_bind
@@ -158,6 +161,27 @@ def test_memq_ui_off_loopback_without_token_exits_2_with_one_line(tmp_path: Path
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert "MEMQ_UI_TOKEN" in done.stderr
+
+
+@pytest.mark.slow
+def test_memq_ui_on_its_own_exits_0_once_drained_on_sigterm(tmp_path: Path, redis_url: str) -> None:
+    port = free_port()
+    log = tmp_path / "ui.log"
+    env = subprocess_env(tmp_path, redis_url, MEMQ_UI_PORT=str(port))
+    with log.open("wb") as out:
+        proc = subprocess.Popen([console_script(), "ui"], env=env, stdout=out, stderr=out)
+        try:
+            deadline = time.monotonic() + 30
+            while f"web UI listening on http://127.0.0.1:{port}/" not in log.read_text():
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "no `listening` line within 30 s"
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
 
 
 @pytest.mark.parametrize(

@@ -22,11 +22,9 @@ def agent(
     ] = None,
 ) -> None:
     """Serve Claude Code's `"type": "http"` hooks: redact, publish (or spool), answer at once."""
-    from worker.cli.exits import settings_from_environment
-    from worker.logs import configure_logging
+    from worker.cli.exits import settings_with_logging
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)
+    settings = settings_with_logging()
     import uvloop
 
     from worker.ingest.agent import run_agent

@@ -12,15 +12,18 @@ import typer
 from pipeline.prompting.mode_files import load_mode
 from pipeline.prompting.modes import Mode
 from worker.cli.exits import BadInputError, settings_from_environment
+from worker.cli.groups import add_group
 from worker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
     """Add the `dlq` command group."""
-    group = typer.Typer(name="dlq", help="Dead letters and dropped replies.", no_args_is_help=True)
-    group.command("list")(list_command)
-    group.command("replay")(replay_command)
-    app.add_typer(group)
+    add_group(
+        app,
+        "dlq",
+        "Dead letters and dropped replies.",
+        {"list": list_command, "replay": replay_command},
+    )
 
 
 def list_command(

@@ -12,11 +12,9 @@ def register(app: typer.Typer) -> None:
 
 def mcp() -> None:
     """Serve search, get_observations, timeline and context as MCP tools on stdin/stdout."""
-    from worker.cli.exits import settings_from_environment
-    from worker.logs import configure_logging
+    from worker.cli.exits import settings_with_logging
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)  # stderr: stdout is the protocol's channel
+    settings = settings_with_logging()  # logs on stderr: stdout is the protocol's channel
     from worker.cli.mcp_server import build_server
 
     build_server(settings).run("stdio")

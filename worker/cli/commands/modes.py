@@ -12,15 +12,18 @@ import typer
 
 from pipeline.prompting.mode_files import list_modes, load_mode
 from worker.cli.exits import settings_from_environment
+from worker.cli.groups import add_group
 from worker.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
     """Add the `modes` command group to the memq app."""
-    group = typer.Typer(name="modes", help="List and inspect observer modes.", no_args_is_help=True)
-    group.command("list")(list_command)
-    group.command("show")(show_command)
-    app.add_typer(group)
+    add_group(
+        app,
+        "modes",
+        "List and inspect observer modes.",
+        {"list": list_command, "show": show_command},
+    )
 
 
 def list_command(

@@ -8,6 +8,7 @@ import msgspec
 import typer
 
 from worker.cli.exits import EXIT_BAD_INPUT, fail, settings_from_environment
+from worker.cli.groups import add_group
 from worker.connect.managed_redis import ManagedRedis
 from worker.masked_url import describe_url
 
@@ -16,13 +17,12 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object.")
 
 def register(app: typer.Typer) -> None:
     """Add the `redis` command group to the memq app."""
-    group = typer.Typer(
-        name="redis", help="The managed local Redis (used when MEMQ_REDIS_URL is unset).",
-        no_args_is_help=True,
-    )  # fmt: skip
-    group.command("status")(status_command)
-    group.command("stop")(stop_command)
-    app.add_typer(group)
+    add_group(
+        app,
+        "redis",
+        "The managed local Redis (used when MEMQ_REDIS_URL is unset).",
+        {"status": status_command, "stop": stop_command},
+    )
 
 
 def status_command(as_json: JsonOption = False) -> None:

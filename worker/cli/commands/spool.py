@@ -12,6 +12,7 @@ from worker.cli.exits import (
     fail,
     settings_from_environment,
 )
+from worker.cli.groups import add_group
 from worker.ingest.spool import FlushResult, Spool
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print a JSON object.")]
@@ -20,12 +21,12 @@ _FLUSH_TIMEOUT_MS = 5000
 
 def register(app: typer.Typer) -> None:
     """Add the `spool` command group to the memq app."""
-    group = typer.Typer(
-        name="spool", help="Events waiting on disk for Redis.", no_args_is_help=True
+    add_group(
+        app,
+        "spool",
+        "Events waiting on disk for Redis.",
+        {"flush": flush_command, "status": status_command},
     )
-    group.command("flush")(flush_command)
-    group.command("status")(status_command)
-    app.add_typer(group)
 
 
 def flush_command(as_json: JsonOption = False) -> None:

@@ -34,12 +34,10 @@ def register(app: typer.Typer) -> None:
 
 def telegram() -> None:
     """Send each stored row that passes MEMQ_TELEGRAM_TYPES/_CONCEPTS to MEMQ_TELEGRAM_CHAT_IDS."""
-    from worker.cli.exits import settings_from_environment
+    from worker.cli.exits import settings_with_logging
     from worker.fanout.telegram.api import TokenMask
-    from worker.logs import configure_logging
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)
+    settings = settings_with_logging()
     # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if settings.telegram_token is not None:

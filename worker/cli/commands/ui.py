@@ -23,11 +23,9 @@ def ui(
     ] = None,
 ) -> None:
     """Serve the live web UI: newest observations (live), search, sessions, operator panel."""
-    from worker.cli.exits import settings_from_environment
-    from worker.logs import configure_logging
+    from worker.cli.exits import settings_with_logging
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)
+    settings = settings_with_logging()
     from worker.fanout.ui.server import run_ui
 
     chosen_port = settings.ui_port if port is None else port

@@ -39,11 +39,9 @@ def worker(
     supervisor_pid: int | None = typer.Option(None, "--supervisor-pid", hidden=True),
 ) -> None:
     """Run a worker: one observer session per memory session, outcomes, storage, broadcast."""
-    from worker.cli.exits import settings_from_environment
-    from worker.logs import configure_logging
+    from worker.cli.exits import settings_with_logging
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)
+    settings = settings_with_logging()
     if processes > 1:
         supervise(
             settings,
@@ -163,10 +161,9 @@ def up() -> None:
     import logging
     import sys
 
-    from worker.cli.exits import settings_from_environment
+    from worker.cli.exits import settings_with_logging
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
-    from worker.logs import configure_logging
     from worker.masked_url import describe_url
 
     async def worker_and_ui(settings: Settings) -> None:
@@ -197,8 +194,7 @@ def up() -> None:
             stop.set()
             await asyncio.gather(*side_tasks)
 
-    settings = settings_from_environment()
-    configure_logging(settings.log_format)
+    settings = settings_with_logging()
     check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
     from worker.ingest.agent import check_agent_bind
 
