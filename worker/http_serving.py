@@ -15,6 +15,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 
+import msgspec
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -27,6 +28,16 @@ MIN_TOKEN_CHARS = 16
 
 class ListenError(WorkerError):
     """An address memq was asked to serve on could not be bound."""
+
+
+class Listener(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a server listens, and what stops it: `stop` when given, else SIGINT/SIGTERM."""
+
+    host: str
+    port: int  # 0: a free port
+    stop: asyncio.Event | None = None
+    on_listening: Callable[[str], None] | None = None
+    """Gets the served URL once the app has started (how tests wait for it)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -134,23 +145,22 @@ class EmbeddedHttp:
 
 async def serve_until_stopped(
     app: ASGIApp,
-    host: str,
-    port: int,
+    listener: Listener,
     *,
     logger: logging.Logger,
     announce: str,
     path: str = "/",
     backlog: int = 128,
-    stop: asyncio.Event | None = None,
-    on_listening: Callable[[str], None] | None = None,
     on_stop: Callable[[], None] | None = None,
 ) -> None:
-    """Serve `app` on host:port until SIGINT/SIGTERM, or, when `stop` is given, until it is set.
+    """Serve `app` as `listener` says until SIGINT/SIGTERM, or until its `stop` is set.
 
     Once the app has started, `logger` logs `announce` (a %s message) with the URL of `path`,
-    and `on_listening` gets that URL; `on_stop` runs as the stop comes, before the drain.
+    and `listener.on_listening` gets that URL; `on_stop` runs as the stop comes, before the
+    drain.
     """
-    sock = listen(host, port, backlog=backlog)
+    stop, on_listening = listener.stop, listener.on_listening
+    sock = listen(listener.host, listener.port, backlog=backlog)
     config = uvicorn.Config(
         app,
         log_config=None,  # memq's logging (worker/logs.py) renders uvicorn's lines

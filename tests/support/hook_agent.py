@@ -14,6 +14,7 @@ import httpx
 import redis.asyncio as aioredis
 
 from pipeline.events import Event, decode_event
+from worker.http_serving import Listener
 from worker.ingest.agent import HOOK_PATH, run_agent
 from worker.keys import Keys
 from worker.settings import Settings
@@ -49,7 +50,10 @@ async def running_agent(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     stop = asyncio.Event()
     listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        run_agent(settings, host="127.0.0.1", port=0, stop=stop, on_listening=listening.set_result)
+        run_agent(
+            settings,
+            Listener(host="127.0.0.1", port=0, stop=stop, on_listening=listening.set_result),
+        )
     )
     await asyncio.wait([task, listening], timeout=10, return_when=asyncio.FIRST_COMPLETED)
     if task.done():

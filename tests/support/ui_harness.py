@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 
 from worker.fanout.ui.server import run_ui
+from worker.http_serving import Listener
 from worker.settings import Settings, load_settings
 
 
@@ -28,7 +29,9 @@ async def running_ui(
     stop = asyncio.Event()
     listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
-        run_ui(settings, host=host, port=port, stop=stop, on_listening=listening.set_result)
+        run_ui(
+            settings, Listener(host=host, port=port, stop=stop, on_listening=listening.set_result)
+        )
     )
     await asyncio.wait({task, listening}, return_when=asyncio.FIRST_COMPLETED)
     if task.done():

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from worker.http_serving import ListenError, serve_until_stopped
+from worker.http_serving import Listener, ListenError, serve_until_stopped
 
 LOGGER = logging.getLogger("tests.http_serving")
 
@@ -32,8 +32,9 @@ async def _serving(stop: asyncio.Event | None) -> tuple[asyncio.Task[None], str,
     listening: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve_until_stopped(
-            APP, "127.0.0.1", 0, logger=LOGGER, announce="test app on %s", path="/hello",
-            stop=stop, on_listening=listening.set_result, on_stop=lambda: events.append("on_stop"),
+            APP, Listener(host="127.0.0.1", port=0, stop=stop, on_listening=listening.set_result),
+            logger=LOGGER, announce="test app on %s", path="/hello",
+            on_stop=lambda: events.append("on_stop"),
         )
     )  # fmt: skip
     await asyncio.wait({task, listening}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
@@ -84,7 +85,9 @@ async def test_a_taken_port_is_a_listen_error() -> None:
     port = httpx.URL(url).port
     try:
         with pytest.raises(ListenError, match=f"cannot listen on 127.0.0.1:{port}"):
-            await serve_until_stopped(APP, "127.0.0.1", port or 0, logger=LOGGER, announce="%s")
+            await serve_until_stopped(
+                APP, Listener(host="127.0.0.1", port=port or 0), logger=LOGGER, announce="%s"
+            )
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)

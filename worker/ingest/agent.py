@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -24,6 +24,7 @@ from pipeline.errors import PipelineError
 from worker.errors import ConfigError
 from worker.http_serving import (
     MIN_TOKEN_CHARS,
+    Listener,
     is_loopback,
     is_loopback_host_header,
     serve_until_stopped,
@@ -149,18 +150,10 @@ def _line(status: int, message: str) -> Response:
     return PlainTextResponse(f"memq agent: {' '.join(message.split())}\n", status_code=status)
 
 
-async def run_agent(
-    settings: Settings,
-    *,
-    host: str,
-    port: int,
-    stop: asyncio.Event | None = None,
-    on_listening: Callable[[str], None] | None = None,
-) -> None:
-    """Serve hook requests until SIGINT/SIGTERM, or, when `stop` is given, until it is set."""
-    check_agent_bind(host, settings.agent_token.reveal() if settings.agent_token else None)
+async def run_agent(settings: Settings, listener: Listener) -> None:
+    """Serve hook requests until SIGINT/SIGTERM, or until the listener's `stop` is set."""
+    check_agent_bind(listener.host, settings.agent_token.reveal() if settings.agent_token else None)
     await serve_until_stopped(
-        build_agent_app(settings, AgentPublisher(settings)), host, port, logger=logger,
+        build_agent_app(settings, AgentPublisher(settings)), listener, logger=logger,
         announce="taking Claude Code hook events on %s", path=HOOK_PATH, backlog=1024,
-        stop=stop, on_listening=on_listening,
     )  # fmt: skip

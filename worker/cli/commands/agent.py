@@ -27,8 +27,9 @@ def agent(
     settings = settings_with_logging()
     import uvloop
 
+    from worker.http_serving import Listener
     from worker.ingest.agent import run_agent
 
     chosen_port = settings.agent_port if port is None else port
     # uvloop: the endpoint is all sockets, and its answers are what the agent waits on.
-    uvloop.run(run_agent(settings, host=host or settings.agent_host, port=chosen_port))
+    uvloop.run(run_agent(settings, Listener(host=host or settings.agent_host, port=chosen_port)))

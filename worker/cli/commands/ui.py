@@ -27,6 +27,7 @@ def ui(
 
     settings = settings_with_logging()
     from worker.fanout.ui.server import run_ui
+    from worker.http_serving import Listener
 
     chosen_port = settings.ui_port if port is None else port
-    asyncio.run(run_ui(settings, host=host or settings.ui_host, port=chosen_port))
+    asyncio.run(run_ui(settings, Listener(host=host or settings.ui_host, port=chosen_port)))

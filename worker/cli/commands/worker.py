@@ -164,6 +164,7 @@ def up() -> None:
     from worker.cli.exits import settings_with_logging
     from worker.errors import WorkerError
     from worker.fanout.ui.app import check_bind
+    from worker.http_serving import Listener
     from worker.masked_url import describe_url
 
     async def worker_and_ui(settings: Settings) -> None:
@@ -173,7 +174,9 @@ def up() -> None:
 
         async def ui() -> None:
             try:
-                await run_ui(settings, host=settings.ui_host, port=settings.ui_port, stop=stop)
+                await run_ui(
+                    settings, Listener(host=settings.ui_host, port=settings.ui_port, stop=stop)
+                )
             except WorkerError as e:  # the UI failing never stops storage (DESIGN invariant 6)
                 logging.getLogger(__name__).error("web UI not running: %s", e)
 
@@ -182,7 +185,8 @@ def up() -> None:
 
             try:
                 await run_agent(
-                    settings, host=settings.agent_host, port=settings.agent_port, stop=stop
+                    settings,
+                    Listener(host=settings.agent_host, port=settings.agent_port, stop=stop),
                 )
             except WorkerError as e:  # hooks fall back to the command hook's path
                 logging.getLogger(__name__).error("HTTP hook endpoint not running: %s", e)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
 from pipeline.prompting.mode_files import load_mode
 from worker.connect.redis_client import connect_redis
 from worker.fanout.ui.app import UiDeps, build_app, check_bind
 from worker.fanout.ui.live import FeedHub
 from worker.fanout.ui.pages import TypeLabel
-from worker.http_serving import serve_until_stopped
+from worker.http_serving import Listener, serve_until_stopped
 from worker.keys import Keys
 from worker.ops.cost import prices_from
 from worker.settings import Settings
@@ -26,17 +25,10 @@ def type_labels(settings: Settings) -> dict[str, TypeLabel]:
     return {t.id: TypeLabel(t.emoji, t.label) for t in mode.observation_types}
 
 
-async def run_ui(
-    settings: Settings,
-    *,
-    host: str,
-    port: int,
-    stop: asyncio.Event | None = None,
-    on_listening: Callable[[str], None] | None = None,
-) -> None:
-    """Serve until SIGINT/SIGTERM, or, when `stop` is given, until it is set."""
+async def run_ui(settings: Settings, listener: Listener) -> None:
+    """Serve the web UI until SIGINT/SIGTERM, or until the listener's `stop` is set."""
     token = settings.ui_token.reveal() if settings.ui_token else None
-    check_bind(host, token)
+    check_bind(listener.host, token)
     labels = await asyncio.to_thread(type_labels, settings)
     redis = await connect_redis(settings)
     store = open_store(settings)
@@ -49,8 +41,7 @@ async def run_ui(
         app = build_app(deps)
         hub: FeedHub = app.state.hub
         await serve_until_stopped(
-            app, host, port, logger=logger, announce="web UI listening on %s", stop=stop,
-            on_listening=on_listening,
+            app, listener, logger=logger, announce="web UI listening on %s",
             # Open event streams would hold the shutdown for its grace period: end them first.
             on_stop=hub.close_streams,
         )  # fmt: skip
