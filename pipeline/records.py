@@ -92,3 +92,13 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
     cached_input_tokens: int
     output_tokens: int
     created_at: datetime
+
+
+class TurnRows(msgspec.Struct, frozen=True, kw_only=True):
+    """What a settled turn writes, in one transaction."""
+
+    prompts: list[PromptRecord] = []
+    observations: list[ObservationRecord] = []
+    summaries: list[SummaryRecord] = []
+    dropped: list[DroppedOutput] = []
+    usage: list[TokenUsage] = []

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
-from worker.backoff import Backoff
 from worker.errors import ConfigError
+
+if TYPE_CHECKING:
+    from worker.backoff import Backoff
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
@@ -147,6 +149,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     @property
     def retry_backoff(self) -> Backoff:
         """How a failing observer turn or job waits: MEMQ_RETRY_BASE_S doubling to _MAX_S."""
+        # Imported here: `memq hook` reads Settings on every tool call and never retries.
+        from worker.backoff import Backoff
+
         return Backoff(base_s=self.retry_base_s, max_s=self.retry_max_s)
 
     @property

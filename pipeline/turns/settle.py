@@ -25,6 +25,7 @@ from pipeline.records import (
     PromptRecord,
     SummaryRecord,
     TokenUsage,
+    TurnRows,
 )
 from pipeline.replies.classify import classify_observer_output, quota_reset_hint
 from pipeline.replies.parser import ParseResult
@@ -54,16 +55,6 @@ class HistoryLimits(msgspec.Struct, frozen=True, kw_only=True):
 
     turns: int
     chars: int
-
-
-class TurnRows(msgspec.Struct, frozen=True, kw_only=True):
-    """What a settled turn writes, in one transaction."""
-
-    prompts: list[PromptRecord] = []
-    observations: list[ObservationRecord] = []
-    summaries: list[SummaryRecord] = []
-    dropped: list[DroppedOutput] = []
-    usage: list[TokenUsage] = []
 
 
 class Settled(msgspec.Struct, frozen=True, kw_only=True):

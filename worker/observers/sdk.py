@@ -90,7 +90,9 @@ class SdkEndpoint:
         self, api: SdkApi, *, api_key: str | None, base_url: str | None, timeout_s: float
     ) -> None:
         self._client = api.client(
-            api_key=api_key or api.placeholder_key,
+            # Only a provider with a placeholder (local servers ignore the key) swaps an empty
+            # key: an empty Anthropic key must reach the API and come back as a 401 naming it.
+            api_key=api_key if api.placeholder_key is None else (api_key or api.placeholder_key),
             base_url=base_url,
             max_retries=0,  # the job retries, not the SDK
             timeout=timeout_s,

@@ -14,8 +14,8 @@ from pipeline.records import (
     PromptRow,
     SummaryRecord,
     TokenUsage,
+    TurnRows,
 )
-from pipeline.turns.settle import TurnRows
 
 __all__ = [
     "BatchResult",

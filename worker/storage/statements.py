@@ -7,55 +7,64 @@ adapter reads them as ?1.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from pipeline.records import (
+    DroppedOutput,
+    ObservationRecord,
+    PromptRecord,
+    SummaryRecord,
+    TokenUsage,
+)
 from worker.storage.params import column_value
 
+R = TypeVar("R", bound=msgspec.Struct)
 
-class Insert(msgspec.Struct, frozen=True):
-    """One INSERT statement and the columns its parameters fill, in order."""
+
+class Insert(msgspec.Struct, Generic[R], frozen=True):
+    """One INSERT statement and the columns its parameters fill, in order, from an R."""
 
     sql: str
     columns: tuple[str, ...]
 
-    def values(self, record: msgspec.Struct) -> tuple[Any, ...]:
+    def values(self, record: R) -> tuple[Any, ...]:
         """The statement's parameters: each column's value from the record's field of that name."""
         return tuple(column_value(record, column) for column in self.columns)
 
 
-def _insert(table: str, columns: str, then: str = "") -> Insert:
+def _insert(table: str, columns: str, then: str = "") -> Insert[Any]:
     names = tuple(name.strip() for name in columns.split(","))
     placeholders = ", ".join(f"${n}" for n in range(1, len(names) + 1))
     sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({placeholders}) {then}"
     return Insert(sql=sql.strip(), columns=names)
 
 
-PROMPT = _insert(
+PROMPT: Insert[PromptRecord] = _insert(
     "user_prompts",
     "memory_session_id, project, prompt_number, prompt_text, created_at, event_id",
     "ON CONFLICT (memory_session_id, event_id) DO NOTHING",
 )
 # No row back for a duplicate observation (same content hash in the session).
-OBSERVATION = _insert(
+OBSERVATION: Insert[ObservationRecord] = _insert(
     "observations",
     "memory_session_id, project, type, title, subtitle, facts, narrative, concepts, files_read,"
     " files_modified, prompt_number, content_hash, model, type_fallback, source_event_ids,"
     " created_at, created_at_epoch_ms, file_hashes",
     "ON CONFLICT (memory_session_id, content_hash) DO NOTHING RETURNING id",
 )
-SUMMARY = _insert(
+SUMMARY: Insert[SummaryRecord] = _insert(
     "summaries",
     "memory_session_id, project, request, investigated, learned, completed, next_steps, notes,"
     " prompt_number, model, created_at, created_at_epoch_ms",
     "RETURNING id",
 )
-DROPPED = _insert(
+DROPPED: Insert[DroppedOutput] = _insert(
     "dropped_outputs",
     "memory_session_id, project, category, raw, event_ids, created_at, reason, turn_kind",
 )
-USAGE = _insert(
+USAGE: Insert[TokenUsage] = _insert(
     "token_usage",
     "memory_session_id, project, provider, model, input_tokens, cached_input_tokens,"
     " output_tokens, created_at",

@@ -17,9 +17,10 @@ from pipeline.prompting.conversation import (
     user_message,
 )
 from pipeline.prompting.mode_files import load_mode
+from pipeline.records import TurnRows
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan, plan_turns
-from pipeline.turns.settle import DROPPED_RAW_CHARS, Answer, HistoryLimits, TurnRows, record, settle
+from pipeline.turns.settle import DROPPED_RAW_CHARS, Answer, HistoryLimits, record, settle
 from tests.support.worker_harness import end, prompt, summarize, tool_call
 
 CODE = load_mode("code")

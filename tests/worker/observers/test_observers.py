@@ -589,3 +589,22 @@ def test_factory_refuses_a_base_url_it_cannot_use_without_echoing_secrets(
         build_observer(load_settings(environ))
     assert str(caught.value).startswith(reason)
     assert "S3cretPw" not in str(caught.value)
+
+
+@MODULE_LOOP
+async def test_an_empty_anthropic_key_is_sent_and_its_401_names_the_variable(
+    fake_observer: FakeObserver, observers: list[Observer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the OpenAI-compatible adapter swaps an empty key for a placeholder: an empty
+    # Anthropic key must not fall back to the SDK's own environment lookup.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    observer = AnthropicObserver(
+        api_key="", base_url=fake_observer.url, model="claude-test", max_tokens=32,
+        temperature=0.0, timeout_s=5.0,
+    )  # fmt: skip
+    observers.append(observer)
+    fake_observer.script(Reply(status=401, error_message="invalid x-api-key"))
+    with pytest.raises(ObserverAuthError, match="check ANTHROPIC_API_KEY"):
+        await observer.complete(REQUEST)
+    [sent] = fake_observer.requests
+    assert not sent.headers.get("x-api-key")  # the request went out, with no key in it

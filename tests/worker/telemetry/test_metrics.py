@@ -523,3 +523,10 @@ async def test_silent_sessions_add_up_across_sessions(
     finally:
         await store.aclose()
     assert got == sum(int(str(case.values[1])) for case in SILENCE)
+
+
+def test_every_number_of_the_fleet_figures_has_its_gauge() -> None:
+    from worker.telemetry.metrics import _FLEET_GAUGES, FleetFigures
+
+    labelled = {"paused_providers"}  # one series per provider, set apart
+    assert set(_FLEET_GAUGES) == set(FleetFigures.__struct_fields__) - labelled

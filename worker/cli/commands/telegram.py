@@ -21,7 +21,9 @@ class TelegramTuning(msgspec.Struct, frozen=True, kw_only=True):
     group_per_min: float = 20  # Telegram's cap for one group or channel; 0: none
     max_rate_limited: int = 20  # 429s waited out for one message before it is given up
     max_attempts: int = 8  # 1 + 2 + 4 + … s: rides out about two minutes of 5xx
-    backoff: Backoff = Backoff(base_s=1.0, max_s=60.0, jitter=False)  # 5xx, network errors
+    # 5xx and network errors: the bot module's SEND_BACKOFF, spelled out here because this
+    # module must not import python-telegram-bot before the command runs.
+    backoff: Backoff = Backoff(base_s=1.0, max_s=60.0, jitter=False)
     poll_timeout_s: float = 25.0
     start: str = "end"  # where a chat that never received anything starts: "end" or "beginning"
     commands: bool = True

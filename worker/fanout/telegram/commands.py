@@ -30,8 +30,8 @@ HELP = (
     "/search &lt;words&gt; — keyword search\n/stats — the fleet's figures"
 )
 _SHOWN = 5
-# getUpdates failing (another poller, 5xx): 1 s doubling to a minute, a lone poller, no jitter.
-_POLL_BACKOFF = Backoff(base_s=0.5, max_s=60.0, jitter=False)
+# getUpdates failing (another poller, 5xx): 1 s doubling to a minute; one poller, no jitter.
+_POLL_BACKOFF = Backoff(base_s=1.0, max_s=60.0, jitter=False)
 
 
 class TelegramCommands:
@@ -77,7 +77,7 @@ class TelegramCommands:
                 failures += 1
                 error = mask_token(str(e), self.bot.token)
                 logger.warning("getUpdates failed", extra={"error": error, "attempt": failures})
-                await asyncio.sleep(_POLL_BACKOFF.delay_s(failures + 1))
+                await asyncio.sleep(_POLL_BACKOFF.delay_s(failures))
                 continue
             for update in updates:
                 offset = update.update_id + 1
