@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 import msgspec
 
@@ -115,6 +115,51 @@ def merge_model_files(
             seen.add(key)
             merged.append(path)
     return merged
+
+
+class ObservationFiles(msgspec.Struct, frozen=True, kw_only=True):
+    """One observation's `files_read`, `files_modified` and the `file_hashes` of those files."""
+
+    read: list[str]
+    modified: list[str]
+    hashes: dict[str, str | None]
+
+
+def observation_files(
+    model_read: Sequence[str],
+    model_modified: Sequence[str],
+    evidence: FileEvidence,
+    hashes: Mapping[str, str | None],
+    batch_paths: Collection[str],
+) -> ObservationFiles:
+    """The turn's evidence files the observation's model paths name, with only their hashes;
+    the whole turn's evidence and hashes when it names none (it may be about any call).
+
+    Either way the model's own paths join by `merge_model_files`'s rule (no invented paths).
+    """
+    named = [*model_read, *model_modified]
+    read = [p for p in evidence.read if _names_any(p, named)]
+    modified = [p for p in evidence.modified if _names_any(p, named)]
+    if not read and not modified:  # it names no evidence file: it may be about any call
+        read, modified, kept = evidence.read, evidence.modified, dict(hashes)
+    else:
+        kept = {key: h for key, h in hashes.items() if _names_any(key, [*read, *modified])}
+    return ObservationFiles(
+        read=merge_model_files(model_read, read, batch_paths),
+        modified=merge_model_files(model_modified, modified, batch_paths),
+        hashes=kept,
+    )
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file: equal after `normalise_path`, or one ends with the other
+    at a `/` (`src/a.py` and `/repo/src/a.py`; not `xa.py` and `a.py`)."""
+    a, b = normalise_path(a), normalise_path(b)
+    return bool(a and b) and (a == b or a.endswith("/" + b) or b.endswith("/" + a))
+
+
+def _names_any(path: str, others: Iterable[str]) -> bool:
+    return any(same_file(path, other) for other in others)
 
 
 def normalise_path(path: str) -> str:

@@ -13,7 +13,7 @@ from pipeline.turns.evidence import (
     evidence_hashes,
     file_evidence,
     mentioned_paths,
-    merge_model_files,
+    observation_files,
 )
 
 
@@ -30,12 +30,17 @@ def observation_records(
 ) -> list[ObservationRecord]:
     """One record per parsed observation; files come from the batch's tool-call evidence.
 
-    A path the model lists is kept only when the batch's tool calls mention it too:
-    evidence first, no invented paths.
+    Each observation gets the evidence files it names (all of them when it names none), and
+    a path the model lists is kept only when the batch's tool calls mention it too
+    (`observation_files`).
     """
     evidence = file_evidence(calls)
     batch_paths = mentioned_paths(calls)
     hashes = evidence_hashes(calls)
+    files = [
+        observation_files(o.files_read, o.files_modified, evidence, hashes, batch_paths)
+        for o in observations
+    ]
     return [
         ObservationRecord(
             memory_session_id=session,
@@ -46,17 +51,17 @@ def observation_records(
             facts=list(o.facts),
             narrative=o.narrative,
             concepts=list(o.concepts),
-            files_read=merge_model_files(o.files_read, evidence.read, batch_paths),
-            files_modified=merge_model_files(o.files_modified, evidence.modified, batch_paths),
+            files_read=f.read,
+            files_modified=f.modified,
             prompt_number=prompt_number,
             content_hash=compute_observation_content_hash(session, o.title, o.narrative, o.facts),
             created_at=created_at,
             model=model,
             type_fallback=o.type_fallback,
             source_event_ids=event_ids,
-            file_hashes=hashes,
+            file_hashes=f.hashes,
         )
-        for o in observations
+        for o, f in zip(observations, files, strict=True)
     ]
 
 

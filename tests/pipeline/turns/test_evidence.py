@@ -8,6 +8,7 @@ import pytest
 
 from pipeline import (
     FileEvidence,
+    ParsedObservation,
     ToolCall,
     file_evidence,
     mentioned_paths,
@@ -15,9 +16,14 @@ from pipeline import (
     normalise_path,
     patch_paths,
 )
+from pipeline.records import ObservationRecord
+from pipeline.turns.evidence import ObservationFiles, observation_files, same_file
+from pipeline.turns.turn_records import observation_records
 
 
-def call(tool_name: str, tool_input: object) -> ToolCall:
+def call(
+    tool_name: str, tool_input: object, file_hashes: dict[str, str | None] | None = None
+) -> ToolCall:
     return ToolCall(
         event_id="e1",
         memory_session_id="s1",
@@ -25,6 +31,7 @@ def call(tool_name: str, tool_input: object) -> ToolCall:
         occurred_at=datetime(2025, 1, 1, tzinfo=UTC),
         tool_name=tool_name,
         tool_input=tool_input,
+        file_hashes=file_hashes,
     )
 
 
@@ -229,3 +236,99 @@ def test_merge_uses_mentioned_paths_end_to_end() -> None:
 )
 def test_normalise_path_drops_only_leading_dot_slash(path: str, expected: str) -> None:
     assert normalise_path(path) == expected
+
+
+HASH_A, HASH_B = "a" * 64, "b" * 64
+# A two-call turn: a Read and an Edit, hashed by path from the checkout root as the hook does.
+TWO_CALLS = [
+    call("Read", {"file_path": "/repo/src/a.py"}, {"src/a.py": HASH_A}),
+    call("Edit", {"file_path": "/repo/src/b.py", "old_string": "x"}, {"src/b.py": HASH_B}),
+]
+
+
+def _records(*named: tuple[list[str], list[str]]) -> list[ObservationRecord]:
+    """The records of one observation per (model files_read, model files_modified) pair."""
+    observations = [
+        ParsedObservation("discovery", f"o{n}", None, [], "n", [], read, modified)
+        for n, (read, modified) in enumerate(named)
+    ]
+    return observation_records(
+        observations, TWO_CALLS, session="s1", project="p", prompt_number=1,
+        created_at=datetime(2025, 1, 1, tzinfo=UTC), model="m", event_ids=["e1", "e2"],
+    )  # fmt: skip
+
+
+def _files(record: ObservationRecord) -> tuple[list[str], list[str], dict[str, str | None]]:
+    return record.files_read or [], record.files_modified or [], record.file_hashes
+
+
+def test_each_observation_gets_only_the_files_it_names_and_their_hashes() -> None:
+    about_a, about_b = _records((["src/a.py"], []), ([], ["src/b.py"]))
+    assert _files(about_a) == (["/repo/src/a.py"], [], {"src/a.py": HASH_A})
+    assert _files(about_b) == ([], ["/repo/src/b.py"], {"src/b.py": HASH_B})
+
+
+@pytest.mark.parametrize(
+    ("read", "modified"),
+    [
+        ([], []),  # names nothing
+        (["src/invented.py"], ["ghost.py"]),  # names only paths no call touched
+        (["xa.py"], ["rc/b.py"]),  # suffixes that do not start at a `/`
+    ],
+)
+def test_an_observation_naming_no_evidence_file_keeps_the_whole_turn(
+    read: list[str], modified: list[str]
+) -> None:
+    [record] = _records((read, modified))
+    whole_turn = (["/repo/src/a.py"], ["/repo/src/b.py"], {"src/a.py": HASH_A, "src/b.py": HASH_B})
+    assert _files(record) == whole_turn
+
+
+def test_a_named_file_stays_read_or_modified_as_the_evidence_says() -> None:
+    # The model lists both files as read; the edited one stays modified.
+    [record] = _records((["src/b.py", "./src/a.py"], []))
+    assert _files(record) == (
+        ["/repo/src/a.py"], ["/repo/src/b.py"], {"src/a.py": HASH_A, "src/b.py": HASH_B},
+    )  # fmt: skip
+
+
+def test_a_named_observation_keeps_model_paths_the_batch_mentions_but_no_invented_ones() -> None:
+    calls = [
+        call("Read", {"file_path": "/repo/a.py"}, {"a.py": HASH_A}),
+        call("Read", {"file_path": "/repo/b.py"}, {"b.py": HASH_B}),
+        call("Bash", {"command": "grep -n x lib/util.py"}),
+    ]
+    got = observation_files(
+        ["a.py", "lib/util.py", "invented.py"], [], file_evidence(calls),
+        {"a.py": HASH_A, "b.py": HASH_B}, mentioned_paths(calls),
+    )  # fmt: skip
+    assert got == ObservationFiles(
+        read=["/repo/a.py", "lib/util.py"], modified=[], hashes={"a.py": HASH_A}
+    )
+
+
+def test_a_single_call_turn_is_unchanged_when_its_file_or_nothing_is_named() -> None:
+    calls = [call("Edit", {"file_path": "/repo/src/b.py"}, {"src/b.py": HASH_B})]
+    evidence, batch = file_evidence(calls), mentioned_paths(calls)
+    today = ObservationFiles(read=[], modified=["/repo/src/b.py"], hashes={"src/b.py": HASH_B})
+    for named in ([], ["src/b.py"], ["/repo/src/b.py"], ["b.py"]):
+        assert observation_files([], named, evidence, {"src/b.py": HASH_B}, batch) == today
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("src/a.py", "/home/u/proj/src/a.py", True),  # relative model path, absolute evidence
+        ("/home/u/proj/src/a.py", "src/a.py", True),  # either way round
+        ("./src/a.py", "src/a.py", True),
+        ("a.py", "/repo/src/a.py", True),
+        ("xa.py", "a.py", False),  # a suffix only at a `/` boundary
+        ("src/xa.py", "/repo/src/a.py", False),
+        ("/repo/src/a.py", "/other/src/b.py", False),
+        ("", "a.py", False),
+        ("./", "/repo/a.py", False),
+    ],
+)
+def test_same_file_is_equal_or_a_suffix_at_a_slash(a: str, b: str, same: bool) -> None:
+    assert same_file(a, b) is same
+    assert same_file(b, a) is same
