@@ -9,7 +9,7 @@ from typing import Any
 
 from arq.connections import ArqRedis
 
-from tests.support.fake_observer import FakeObserver
+from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import console_script, subprocess_env
 from tests.support.worker_harness import drain, make_settings, running_runtime, sqlite_store
 from worker.search import mcp_tools
@@ -60,7 +60,7 @@ def _context(cwd: Path, data: Path, redis_url: str, *flags: str) -> dict[str, An
 
 
 def _stale(cwd: Path, data: Path, redis_url: str) -> list[str]:
-    """The stale files of the session's observations (each lists the whole batch's files)."""
+    """The stale files of the session's observations (naming no files, each has the batch's)."""
     rows = _context(cwd, data, redis_url)["observations"]
     assert len(rows) == 2
     assert rows[0]["stale_files"] == rows[1]["stale_files"]
@@ -86,7 +86,8 @@ async def test_an_observation_marks_its_files_changed_since_on_every_read_surfac
         rows = await store.observations(project="proj")
     finally:
         await store.aclose()
-    # One batch, one observation per call; each knows the batch's files, by relative path.
+    # One batch, one observation per call; the fake observer names no files, so each knows
+    # the whole batch's files, by relative path.
     assert [r.file_hashes and set(r.file_hashes) for r in rows] == [{"src/app.py", "notes.md"}] * 2
     [row] = [r for r in rows if (r.title or "").startswith("Edit")]
     assert _stale(main, data, redis_url) == []
@@ -133,3 +134,56 @@ async def test_an_observation_marks_its_files_changed_since_on_every_read_surfac
 
     notes.unlink()  # a deleted file counts as changed
     assert _stale(main, data, redis_url) == [str(notes)]
+
+
+def _observation(title: str, tag: str, path: str) -> str:
+    """An observer's observation that names its one file in `<files_read>` or `<files_modified>`."""
+    empty = "files_modified" if tag == "files_read" else "files_read"
+    return (
+        f"<observation><type>change</type><title>{title}</title><narrative>{title}.</narrative>"
+        f"<{tag}><file>{path}</file></{tag}><{empty}></{empty}></observation>"
+    )
+
+
+async def test_only_the_observation_about_a_changed_file_is_marked(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    main, _ = _checkouts(tmp_path)
+    data = tmp_path / "data"
+    app, notes = main / "src" / "app.py", main / "notes.md"
+    _hook(_tool(main, 1, "Edit", {"file_path": str(app), "old_string": "x", "new_string": "y"}),
+          main, data, redis_url)  # fmt: skip
+    _hook(_tool(main, 2, "Read", {"file_path": str(notes)}), main, data, redis_url)
+    # One turn of two calls; the observer names each observation's file (relative, as models do).
+    fake_observer.script(Reply(text="\n".join([
+        _observation("Login always succeeds", "files_modified", "src/app.py"),
+        _observation("Notes list the open work", "files_read", "notes.md"),
+    ])))  # fmt: skip
+    settings = make_settings(data, redis_url, fake_observer.url)
+    async with running_runtime(settings, arq_redis) as rt:
+        await drain(rt, arq_redis)
+    assert len(fake_observer.requests) == 1
+    store = sqlite_store(settings)
+    try:
+        rows = await store.observations(project="proj")
+    finally:
+        await store.aclose()
+    # Each observation keeps only the evidence it names, and that file's hash.
+    assert sorted((r.title, r.files_read, r.files_modified, set(r.file_hashes or {}))
+                  for r in rows) == [
+        ("Login always succeeds", [], [str(app)], {"src/app.py"}),
+        ("Notes list the open work", [str(notes)], [], {"notes.md"}),
+    ]  # fmt: skip
+
+    def stale() -> dict[str, list[str]]:
+        rows = _context(main, data, redis_url)["observations"]
+        return {row["title"]: row["stale_files"] for row in rows}
+
+    assert stale() == {"Login always succeeds": [], "Notes list the open work": []}
+    app.write_text(V1 + "# edited later\n")
+    assert stale() == {"Login always succeeds": [str(app)], "Notes list the open work": []}
+    notes.unlink()
+    assert stale() == {
+        "Login always succeeds": [str(app)],
+        "Notes list the open work": [str(notes)],
+    }
