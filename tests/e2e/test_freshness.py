@@ -14,6 +14,8 @@ from tests.support.ingest import console_script, subprocess_env
 from tests.support.worker_harness import drain, make_settings, running_runtime, sqlite_store
 from worker.search import mcp_tools
 from worker.search.freshness import Freshness
+from worker.settings import Settings
+from worker.storage.records import StoredRow
 
 SESSION = "fresh-s1"
 V1 = "def login():\n    return True\n"
@@ -59,6 +61,27 @@ def _context(cwd: Path, data: Path, redis_url: str, *flags: str) -> dict[str, An
     return result
 
 
+def _edit_app_and_read_notes(main: Path, data: Path, redis_url: str) -> tuple[Path, Path]:
+    """Publish one session's Edit of src/app.py and Read of notes.md; the two paths."""
+    app, notes = main / "src" / "app.py", main / "notes.md"
+    # Claude Code names files by absolute path; the edit has happened when the hook runs.
+    _hook(_tool(main, 1, "Edit", {"file_path": str(app), "old_string": "x", "new_string": "y"}),
+          main, data, redis_url)  # fmt: skip
+    _hook(_tool(main, 2, "Read", {"file_path": str(notes)}), main, data, redis_url)
+    return app, notes
+
+
+async def _observe(settings: Settings, arq_redis: ArqRedis) -> list[StoredRow]:
+    """Run a worker until every published call is observed; the stored observations."""
+    async with running_runtime(settings, arq_redis) as rt:
+        await drain(rt, arq_redis)
+    store = sqlite_store(settings)
+    try:
+        return await store.observations(project="proj")
+    finally:
+        await store.aclose()
+
+
 def _stale(cwd: Path, data: Path, redis_url: str) -> list[str]:
     """The stale files of the session's observations (naming no files, each has the batch's)."""
     rows = _context(cwd, data, redis_url)["observations"]
@@ -73,19 +96,9 @@ async def test_an_observation_marks_its_files_changed_since_on_every_read_surfac
 ) -> None:
     main, other = _checkouts(tmp_path)
     data = tmp_path / "data"
-    app, notes = main / "src" / "app.py", main / "notes.md"
-    # Claude Code names files by absolute path; the edit has happened when the hook runs.
-    _hook(_tool(main, 1, "Edit", {"file_path": str(app), "old_string": "x", "new_string": "y"}),
-          main, data, redis_url)  # fmt: skip
-    _hook(_tool(main, 2, "Read", {"file_path": str(notes)}), main, data, redis_url)
+    app, notes = _edit_app_and_read_notes(main, data, redis_url)
     settings = make_settings(data, redis_url, fake_observer.url)
-    async with running_runtime(settings, arq_redis) as rt:
-        await drain(rt, arq_redis)
-    store = sqlite_store(settings)
-    try:
-        rows = await store.observations(project="proj")
-    finally:
-        await store.aclose()
+    rows = await _observe(settings, arq_redis)
     # One batch, one observation per call; the fake observer names no files, so each knows
     # the whole batch's files, by relative path.
     assert [r.file_hashes and set(r.file_hashes) for r in rows] == [{"src/app.py", "notes.md"}] * 2
@@ -150,24 +163,14 @@ async def test_only_the_observation_about_a_changed_file_is_marked(
 ) -> None:
     main, _ = _checkouts(tmp_path)
     data = tmp_path / "data"
-    app, notes = main / "src" / "app.py", main / "notes.md"
-    _hook(_tool(main, 1, "Edit", {"file_path": str(app), "old_string": "x", "new_string": "y"}),
-          main, data, redis_url)  # fmt: skip
-    _hook(_tool(main, 2, "Read", {"file_path": str(notes)}), main, data, redis_url)
+    app, notes = _edit_app_and_read_notes(main, data, redis_url)
     # One turn of two calls; the observer names each observation's file (relative, as models do).
     fake_observer.script(Reply(text="\n".join([
         _observation("Login always succeeds", "files_modified", "src/app.py"),
         _observation("Notes list the open work", "files_read", "notes.md"),
     ])))  # fmt: skip
-    settings = make_settings(data, redis_url, fake_observer.url)
-    async with running_runtime(settings, arq_redis) as rt:
-        await drain(rt, arq_redis)
+    rows = await _observe(make_settings(data, redis_url, fake_observer.url), arq_redis)
     assert len(fake_observer.requests) == 1
-    store = sqlite_store(settings)
-    try:
-        rows = await store.observations(project="proj")
-    finally:
-        await store.aclose()
     # Each observation keeps only the evidence it names, and that file's hash.
     assert sorted((r.title, r.files_read, r.files_modified, set(r.file_hashes or {}))
                   for r in rows) == [
