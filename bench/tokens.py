@@ -45,6 +45,7 @@ from pipeline.prompting.conversation import ObserverState, conversation_state, u
 from pipeline.prompting.mode_files import load_mode
 from pipeline.prompting.modes import Mode
 from pipeline.prompting.prompts import (
+    SessionHeader,
     build_init_prompt,
     build_observation_prompt,
     build_summary_prompt,
@@ -150,10 +151,15 @@ def original(events: Sequence[Event], mode: Mode, replies_kept: int, cached: boo
     first = events[0]
     opening = first if isinstance(first, Prompt) else None
     init = build_init_prompt(
-        mode, project=first.project, memory_session_id=first.memory_session_id,
-        user_prompt=opening.prompt_text if opening else "", prompt_number=1,
-        requested_at=first.occurred_at,
-    )  # fmt: skip
+        mode,
+        SessionHeader(
+            project=first.project,
+            memory_session_id=first.memory_session_id,
+            user_prompt=opening.prompt_text if opening else "",
+            prompt_number=1,
+            requested_at=first.occurred_at,
+        ),
+    )
     history = len(init)  # the init prompt opens the conversation and is re-sent every call
     scheme.add_call(0, history)  # its own call; its reply is taken as empty
     previous = history

@@ -43,8 +43,8 @@ _MODULE_NAMES: dict[str, tuple[str, ...]] = {
         " resolve_mode",
         "replies.parser": "ParsedObservation ParsedSummary ParseResult parse_agent_xml"
         " strip_code_fences",
-        "prompting.prompts": "EmptyBatchError build_continuation_prompt build_init_prompt"
-        " build_observation_prompt build_summary_prompt observation_skeleton",
+        "prompting.prompts": "EmptyBatchError SessionHeader build_continuation_prompt"
+        " build_init_prompt build_observation_prompt build_summary_prompt observation_skeleton",
         "redaction.privacy": "PRIVATE_TAG_NAMES is_entirely_private strip_private_tags"
         " strip_private_value",
         "redaction.redact": "SECRET_KINDS SecretMatch find_secrets redact_secrets redact_value",

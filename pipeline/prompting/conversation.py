@@ -7,6 +7,7 @@ import msgspec
 from pipeline.events import Prompt
 from pipeline.prompting.modes import Mode
 from pipeline.prompting.prompts import (
+    SessionHeader,
     build_continuation_prompt,
     build_init_prompt,
     build_observation_prompt,
@@ -97,11 +98,13 @@ def conversation_state(
             requested_at = stored.created_at
         system = build(
             mode,
-            project=first.project,
-            memory_session_id=session,
-            user_prompt=request,
-            prompt_number=number,
-            requested_at=requested_at,
+            SessionHeader(
+                project=first.project,
+                memory_session_id=session,
+                user_prompt=request,
+                prompt_number=number,
+                requested_at=requested_at,
+            ),
         )
         # The system prompt tells the observer of the request: no notice of it as new.
         state = ObserverState(

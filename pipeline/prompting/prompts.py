@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import msgspec
+
 from pipeline.errors import PipelineError
 from pipeline.events import Prompt, ToolCall
 from pipeline.prompting.framing import escape_xml_text
@@ -24,6 +26,30 @@ _MESSAGE = "last_assistant_message"
 _FACT_LINES = 3
 _CONCEPT_LINES = 2
 _FILE_LINES = 2
+
+
+class SessionHeader(msgspec.Struct, frozen=True, kw_only=True):
+    """Whose session the observer watches: the block that opens its system prompt."""
+
+    project: str
+    memory_session_id: str
+    user_prompt: str
+    prompt_number: int
+    requested_at: datetime
+
+    def render(self) -> str:
+        """The `<observed_from_primary_session>` XML, every value escaped."""
+        session_id = escape_xml_text(self.memory_session_id)
+        return "\n".join(
+            [
+                f"<{SESSION_ELEMENT}>",
+                f"  <project>{escape_xml_text(self.project)}</project>",
+                f"  <memory_session_id>{session_id}</memory_session_id>",
+                f"  {_user_request(self.user_prompt, self.prompt_number)}",
+                f"  <requested_at>{format_timestamp(self.requested_at)}</requested_at>",
+                f"</{SESSION_ELEMENT}>",
+            ]
+        )
 
 
 class EmptyBatchError(PipelineError):
@@ -51,21 +77,12 @@ def observation_skeleton(mode: Mode) -> str:
     return _sections(p.output_format_header, "\n".join(lines), p.format_examples, p.footer)
 
 
-def build_init_prompt(
-    mode: Mode,
-    *,
-    project: str,
-    memory_session_id: str,
-    user_prompt: str,
-    prompt_number: int,
-    requested_at: datetime,
-) -> str:
+def build_init_prompt(mode: Mode, session: SessionHeader) -> str:
     """The system prompt that starts a new observer session."""
     p = mode.prompts
-    header = _session_header(project, memory_session_id, user_prompt, prompt_number, requested_at)
     return _sections(
         p.system_identity,
-        header,
+        session.render(),
         p.observer_role,
         p.spatial_awareness,
         p.recording_focus,
@@ -75,21 +92,12 @@ def build_init_prompt(
     )
 
 
-def build_continuation_prompt(
-    mode: Mode,
-    *,
-    project: str,
-    memory_session_id: str,
-    user_prompt: str,
-    prompt_number: int,
-    requested_at: datetime,
-) -> str:
+def build_continuation_prompt(mode: Mode, session: SessionHeader) -> str:
     """The system prompt that resumes observing a session whose observer state was lost."""
     p = mode.prompts
-    header = _session_header(project, memory_session_id, user_prompt, prompt_number, requested_at)
     return _sections(
         p.continuation_greeting,
-        header,
+        session.render(),
         p.system_identity,
         p.observer_role,
         p.spatial_awareness,
@@ -198,21 +206,6 @@ def _frame_field(value: object, budget: int) -> str:
     # counts the tool's own characters rather than the escapes.
     cut = split_observation_field(value, budget)
     return escape_xml_text(cut.head) + cut.marker + escape_xml_text(cut.tail)
-
-
-def _session_header(
-    project: str, session_id: str, user_prompt: str, prompt_number: int, requested_at: datetime
-) -> str:
-    return "\n".join(
-        [
-            f"<{SESSION_ELEMENT}>",
-            f"  <project>{escape_xml_text(project)}</project>",
-            f"  <memory_session_id>{escape_xml_text(session_id)}</memory_session_id>",
-            f"  {_user_request(user_prompt, prompt_number)}",
-            f"  <requested_at>{format_timestamp(requested_at)}</requested_at>",
-            f"</{SESSION_ELEMENT}>",
-        ]
-    )
 
 
 def _user_request(text: str, prompt_number: int | None) -> str:

@@ -16,6 +16,7 @@ from pipeline import (
     Mode,
     ModePrompts,
     Prompt,
+    SessionHeader,
     ToolCall,
     build_continuation_prompt,
     build_init_prompt,
@@ -192,11 +193,13 @@ def test_system_prompts_carry_every_parameter_in_the_header(
 ) -> None:
     text = build(
         mode,
-        project=project,
-        memory_session_id=session_id,
-        user_prompt=user_prompt,
-        prompt_number=number,
-        requested_at=WHEN,
+        SessionHeader(
+            project=project,
+            memory_session_id=session_id,
+            user_prompt=user_prompt,
+            prompt_number=number,
+            requested_at=WHEN,
+        ),
     )
     header = ET.fromstring(
         _between(text, "<observed_from_primary_session>\n", "</observed_from_primary_session>")
@@ -217,11 +220,13 @@ def test_system_prompts_carry_every_parameter_in_the_header(
 def test_init_prompt_sections_are_in_order() -> None:
     text = build_init_prompt(
         make_mode(),
-        project="p",
-        memory_session_id="s",
-        user_prompt="u",
-        prompt_number=1,
-        requested_at=WHEN,
+        SessionHeader(
+            project="p",
+            memory_session_id="s",
+            user_prompt="u",
+            prompt_number=1,
+            requested_at=WHEN,
+        ),
     )
     assert text.startswith("[system_identity]\n\n<observed_from_primary_session>")
     _assert_in_order(
@@ -243,11 +248,13 @@ def test_init_prompt_sections_are_in_order() -> None:
 def test_continuation_prompt_greets_then_repeats_the_content() -> None:
     text = build_continuation_prompt(
         make_mode(),
-        project="p",
-        memory_session_id="s",
-        user_prompt="u",
-        prompt_number=3,
-        requested_at=WHEN,
+        SessionHeader(
+            project="p",
+            memory_session_id="s",
+            user_prompt="u",
+            prompt_number=3,
+            requested_at=WHEN,
+        ),
     )
     assert text.startswith("[continuation_greeting]\n\n<observed_from_primary_session>")
     _assert_in_order(
@@ -282,11 +289,13 @@ def test_continuation_prompt_greets_then_repeats_the_content() -> None:
 def test_requested_at_is_utc_iso_with_milliseconds(requested_at: datetime, expected: str) -> None:
     text = build_init_prompt(
         make_mode(),
-        project="p",
-        memory_session_id="s",
-        user_prompt="",
-        prompt_number=1,
-        requested_at=requested_at,
+        SessionHeader(
+            project="p",
+            memory_session_id="s",
+            user_prompt="",
+            prompt_number=1,
+            requested_at=requested_at,
+        ),
     )
     assert f"<requested_at>{expected}</requested_at>" in text
 

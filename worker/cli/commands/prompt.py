@@ -13,6 +13,7 @@ from pipeline import (
     EventDecodeError,
     Mode,
     Prompt,
+    SessionHeader,
     Summarize,
     ToolCall,
     build_init_prompt,
@@ -109,11 +110,13 @@ def _init_prompt(event: Event, mode: Mode) -> str:
         text, number = event.prompt_text, event.prompt_number
     return build_init_prompt(
         mode,
-        project=event.project,
-        memory_session_id=event.memory_session_id,
-        user_prompt=text,
-        prompt_number=_DEFAULT_PROMPT_NUMBER if number is None else number,
-        requested_at=event.occurred_at,
+        SessionHeader(
+            project=event.project,
+            memory_session_id=event.memory_session_id,
+            user_prompt=text,
+            prompt_number=_DEFAULT_PROMPT_NUMBER if number is None else number,
+            requested_at=event.occurred_at,
+        ),
     )
 
 
