@@ -17,9 +17,7 @@ from msgspec.structs import replace
 from pipeline.turns.evidence import normalise_path
 from worker.file_digest import file_sha256
 from worker.project import checkout_root, resolve_project
-from worker.search.hybrid import SearchHit
 from worker.storage.index_records import TimelineEntry
-from worker.storage.protocol import ReadStore
 from worker.storage.records import StoredRow
 
 BUDGET_S = 0.15
@@ -77,20 +75,6 @@ class Freshness:
             replace(r, stale_files=self.stale_files(r)) if r.kind == "observation" else r
             for r in rows
         ]
-
-    async def mark_hits(
-        self, store: ReadStore, hits: list[SearchHit], *, fresh_only: bool = False
-    ) -> list[SearchHit]:
-        """The hits with `stale_files` set (those with any dropped when `fresh_only`)."""
-        keys = [(h.kind, h.id) for h in hits if h.kind == "observation"]
-        rows = {r.id: r for r in await store.rows_by_keys(keys)} if keys else {}
-        marked = [
-            replace(h, stale_files=self.stale_files(rows[h.id]))
-            if h.kind == "observation" and h.id in rows
-            else h
-            for h in hits
-        ]
-        return [h for h in marked if not (fresh_only and h.stale_files)]
 
     def mark_timeline(self, entries: list[TimelineEntry]) -> list[TimelineEntry]:
         """The entries with `stale_files` set on their observation rows."""

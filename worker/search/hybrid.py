@@ -18,6 +18,7 @@ from worker.storage.records import StoredRow
 
 SearchMode = Literal["hybrid", "fts", "vector"]
 RowKey = tuple[RowKind, int]
+StaleFiles = Callable[[StoredRow], list[str]]
 VectorSearch = Callable[[str, int, TextFilter], Awaitable[list[VectorMatch]]]
 RRF_K = 60  # the constant of Cormack et al.; damps the weight of the very first ranks
 SNIPPET_CHARS = 160
@@ -52,7 +53,7 @@ class SearchHit(msgspec.Struct, frozen=True, kw_only=True):
     score: float
     snippet: str
     stale_files: list[str] = []
-    """Set on the agent host by worker/search/freshness.py (`mark_hits`)."""
+    """Set on the agent host by `search(stale_files=...)` (worker/search/freshness.py)."""
 
 
 class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -137,8 +138,12 @@ async def search(
     mode: SearchMode = "hybrid",
     vectors: VectorSearch | None = None,
     vectors_off_reason: str = "vector index off (MEMQ_CHROMA=off)",
+    stale_files: StaleFiles | None = None,
 ) -> SearchResult:
-    """Search stored observations and summaries; keyword-only (saying why) without vectors."""
+    """Search stored observations and summaries; keyword-only (saying why) without vectors.
+
+    `stale_files` sets each hit's `stale_files` from its stored row (Freshness.stale_files).
+    """
     filters = filters or TextFilter()
     notice: str | None = None
     if mode != "fts" and vectors is not None and (lag := await store.vector_lag()):
@@ -152,34 +157,39 @@ async def search(
             return SearchResult(hits=[], mode="vector", notice=vectors_off_reason)
         matches = await vectors(query, max(limit * 8, 50), filters)
         keys, scores, texts = _vector_ranking(matches)
-        found = await _hits(store, keys[:limit], scores, texts)
+        found = await _hits(store, keys[:limit], scores, texts, stale_files)
         return SearchResult(hits=found, mode="vector", notice=notice)
 
     text_hits = await store.search_text(match_expression(query), filters, max(limit * 5, 50))
     if mode == "fts":
-        return await _keywords_only(store, text_hits, limit, None)
+        return await _keywords_only(store, text_hits, limit, None, stale_files)
     if vectors is None:
-        return await _keywords_only(store, text_hits, limit, vectors_off_reason)
+        return await _keywords_only(store, text_hits, limit, vectors_off_reason, stale_files)
     try:
         matches = await vectors(query, max(limit * 8, 50), filters)
     except Exception as e:  # Chroma down or slow: the keyword half still answers
         reason = f"vector index unavailable ({type(e).__name__}: {e})"
-        return await _keywords_only(store, text_hits, limit, reason)
+        return await _keywords_only(store, text_hits, limit, reason, stale_files)
     snippets = {(h.kind, h.id): h.snippet for h in text_hits}
     text_keys = [(h.kind, h.id) for h in text_hits]
     vector_keys, _, vector_texts = _vector_ranking(matches)
     fused = reciprocal_rank_fusion([text_keys, vector_keys])[:limit]
     texts = {**vector_texts, **snippets}
-    found = await _hits(store, [k for k, _ in fused], dict(fused), texts)
+    found = await _hits(store, [k for k, _ in fused], dict(fused), texts, stale_files)
     return SearchResult(hits=found, mode="hybrid", notice=notice)
 
 
 async def _keywords_only(
-    store: Store, text_hits: Sequence[TextHit], limit: int, why_not_hybrid: str | None
+    store: Store,
+    text_hits: Sequence[TextHit],
+    limit: int,
+    why_not_hybrid: str | None,
+    stale_files: StaleFiles | None,
 ) -> SearchResult:
     scores = {(h.kind, h.id): round(-h.bm25, 6) for h in text_hits}
     snippets = {(h.kind, h.id): h.snippet for h in text_hits}
-    found = await _hits(store, [(h.kind, h.id) for h in text_hits[:limit]], scores, snippets)
+    keys = [(h.kind, h.id) for h in text_hits[:limit]]
+    found = await _hits(store, keys, scores, snippets, stale_files)
     notice = None if why_not_hybrid is None else f"keyword search only: {why_not_hybrid}"
     return SearchResult(hits=found, mode="fts", notice=notice)
 
@@ -211,12 +221,18 @@ async def _hits(
     keys: Sequence[RowKey],
     scores: dict[RowKey, float],
     snippets: dict[RowKey, str],
+    stale_files: StaleFiles | None,
 ) -> list[SearchHit]:
     rows = await store.rows_by_keys(keys)
-    return [_hit(r, scores.get((r.kind, r.id), 0.0), snippets.get((r.kind, r.id))) for r in rows]
+    return [
+        _hit(r, scores.get((r.kind, r.id), 0.0), snippets.get((r.kind, r.id)), stale_files)
+        for r in rows
+    ]
 
 
-def _hit(row: StoredRow, score: float, snippet: str | None) -> SearchHit:
+def _hit(
+    row: StoredRow, score: float, snippet: str | None, stale_files: StaleFiles | None
+) -> SearchHit:
     if row.kind == "summary":
         title = row.request
         fallback = row.completed or row.learned or row.investigated or ""
@@ -234,6 +250,7 @@ def _hit(row: StoredRow, score: float, snippet: str | None) -> SearchHit:
         created_at=row.created_at,
         score=round(score, 6),
         snippet=snippet or _shorten(fallback),
+        stale_files=stale_files(row) if stale_files else [],
     )
 
 

@@ -73,9 +73,8 @@ async def search_index(
     result = await search(
         store, query, filters=filters, limit=limit, vectors=vectors,
         vectors_off_reason=vectors_off_reason,
+        stale_files=(freshness or Freshness.here()).stale_files,
     )  # fmt: skip
-    hits = await (freshness or Freshness.here()).mark_hits(store, result.hits)
-    result = msgspec.structs.replace(result, hits=hits)
     head = f"{counted(len(result.hits), MATCHES)} for {as_data(query)!r}"
     head += f" (note: {result.notice})\n" if result.notice else "\n"
     if not result.hits:

@@ -96,10 +96,9 @@ def search_command(
             mode=cast("SearchMode", mode),
             vectors=vectors,
             vectors_off_reason=reason,
+            stale_files=Freshness.here(project=settings.project).stale_files,
         )
-        hits = await Freshness.here(project=settings.project).mark_hits(
-            store, result.hits, fresh_only=fresh_only
-        )
+        hits = [h for h in result.hits if not (fresh_only and h.stale_files)]
         return msgspec.structs.replace(result, hits=hits[:limit])
 
     result = with_store(run)
