@@ -22,8 +22,7 @@ from worker.errors import WorkerError
 from worker.project import resolve_project
 from worker.search import mcp_tools
 from worker.search.freshness import Freshness
-from worker.search.hybrid import BadQueryError, VectorSearch, since_ms
-from worker.search.mcp_tools import ToolInputError
+from worker.search.hybrid import VectorSearch, since_ms
 from worker.settings import Settings
 from worker.storage.index_records import TextFilter
 from worker.storage.protocol import Store
@@ -155,7 +154,7 @@ def build_server(settings: Settings) -> MCPServer[Any]:
         limit: Limit = 10,
     ) -> str:
         with tool_errors():
-            filters = TextFilter(project=project, type=type, since_ms=_since_ms(since))
+            filters = TextFilter(project=project, type=type, since_ms=since_ms(since))
             store = reader.store()
             vectors, reason = await reader.vectors()
             return await mcp_tools.search_index(
@@ -209,10 +208,3 @@ def tool_errors() -> Iterator[None]:
         yield
     except WorkerError as e:
         raise ToolError(" ".join(str(e).split())) from e
-
-
-def _since_ms(since: str | None) -> int | None:
-    try:
-        return since_ms(since)
-    except BadQueryError as e:
-        raise ToolInputError(str(e)) from e
