@@ -13,7 +13,13 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from worker.backoff import Backoff
-from worker.fanout.feed_items import FeedItem, Handler, decode_entry, parse_feed_id
+from worker.fanout.feed_items import (
+    FeedItem,
+    Handler,
+    decode_entry,
+    newest_feed_id,
+    parse_feed_id,
+)
 from worker.keys import Keys
 from worker.replies import as_text
 
@@ -136,8 +142,7 @@ class FanoutConsumer:
     async def _start_cursor(self) -> str:
         if self.start == "beginning":
             return _ORIGIN
-        last = await self.redis.xrevrange(self.keys.feed, count=1)
-        return as_text(last[0][0]) if last else _ORIGIN
+        return await newest_feed_id(self.redis, self.keys) or _ORIGIN
 
     async def _check_gap(self, cursor: str) -> None:
         # The feed is trimmed from its head: while the cursor's own entry is there, nothing

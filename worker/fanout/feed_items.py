@@ -6,7 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from redis.asyncio import Redis
 
+from worker.keys import Keys
+from worker.replies import as_text
 from worker.storage.records import StoredRow
 
 _ROW = msgspec.json.Decoder(StoredRow)
@@ -34,6 +37,12 @@ def parse_feed_id(feed_id: str) -> tuple[int, int]:
     if not ms.isdigit() or not seq.isdigit():
         raise ValueError(f"not a stream id: {feed_id!r}")
     return int(ms), int(seq)
+
+
+async def newest_feed_id(redis: Redis, keys: Keys) -> str | None:
+    """The id of the feed's newest entry; None while the feed is empty."""
+    newest = await redis.xrevrange(keys.feed, count=1)
+    return as_text(newest[0][0]) if newest else None
 
 
 def decode_entry(feed_id: str, fields: dict[Any, Any]) -> FeedItem:

@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from worker.errors import ConfigError
+from worker.fanout.feed_items import newest_feed_id
 from worker.fanout.ui.auth import Guard
 from worker.fanout.ui.filters import (
     BadFilterError,
@@ -42,7 +43,6 @@ from worker.http_serving import MIN_TOKEN_CHARS, is_loopback
 from worker.keys import Keys
 from worker.ops.cost import CostReader, Prices
 from worker.ops.stats import collect_stats
-from worker.replies import as_text
 from worker.storage.protocol import Store
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def build_app(deps: UiDeps) -> Starlette:
 
     async def index(request: Request) -> Response:
         filters = read_filters(request.query_params)
-        last_event_id = await _last_feed_id(deps)  # before the rows
+        last_event_id = await newest_feed_id(deps.redis, deps.keys) or ""  # before the rows
         rows = await find_rows(deps.store, filters, _LIST_LIMIT)
         html = pages.index(
             rows,
@@ -118,7 +118,7 @@ def build_app(deps: UiDeps) -> Starlette:
 
     async def session(request: Request) -> Response:
         sid = _session_id(request)
-        last_event_id = await _last_feed_id(deps)  # before the rows
+        last_event_id = await newest_feed_id(deps.redis, deps.keys) or ""  # before the rows
         entries = await deps.store.timeline(sid)
         html = pages.session(
             sid,
@@ -212,14 +212,6 @@ async def _bad_filter(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith(("/api/", "/events")):
         return JSONResponse({"error": str(exc)}, 400)
     return PlainTextResponse(str(exc), 400)
-
-
-async def _last_feed_id(deps: UiDeps) -> str:
-    last = await deps.redis.xrevrange(deps.keys.feed, count=1)
-    if not last:
-        return ""
-    raw = last[0][0]
-    return as_text(raw)
 
 
 async def _stats(deps: UiDeps, cost: CostReader) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from worker.errors import WorkerError
 from worker.fanout.feed import FanoutConsumer
-from worker.fanout.feed_items import FeedItem, decode_entry, parse_feed_id
+from worker.fanout.feed_items import FeedItem, decode_entry, newest_feed_id, parse_feed_id
 from worker.fanout.ui.filters import Filters, matches
 from worker.keys import Keys
 from worker.replies import as_text
@@ -159,7 +159,7 @@ async def event_stream(
     try:
         yield "retry: 2000\n\n"
         last: tuple[int, int] | None = None
-        newest = await _newest_id(hub) if last_id else None
+        newest = await newest_feed_id(hub.redis, hub.keys) if last_id else None
         if last_id and newest and parse_feed_id(last_id) <= parse_feed_id(newest):
             last = parse_feed_id(last_id)
             async for item in feed_after(hub.redis, hub.keys, last_id):
@@ -186,11 +186,3 @@ async def event_stream(
                 yield got.message
     finally:
         hub.unsubscribe(queue)
-
-
-async def _newest_id(hub: FeedHub) -> str | None:
-    newest = await hub.redis.xrevrange(hub.keys.feed, count=1)
-    if not newest:
-        return None
-    raw = newest[0][0]
-    return as_text(raw)
