@@ -64,6 +64,20 @@ class SearchResult(msgspec.Struct, frozen=True, kw_only=True):
     notice: str | None = None
 
 
+def row_key(text: str) -> RowKey | None:
+    """(kind, id) of an observation id ("12", "observation:12") or a summary ref
+    ("summary:12"); None when `text` is neither."""
+    kind, _, number = text.rpartition(":")
+    if kind not in ("", "observation", "summary") or not number.isdigit():
+        return None
+    return ("summary" if kind == "summary" else "observation"), int(number)
+
+
+def ref(key: RowKey) -> str:
+    """How ids are shown: 12 for an observation, summary:12 for a summary."""
+    return str(key[1]) if key[0] == "observation" else f"summary:{key[1]}"
+
+
 def since_ms(since: str | None) -> int | None:
     """Milliseconds since the epoch of a YYYY-MM-DD date (UTC unless it says otherwise);
     BadQueryError when it is not a date."""

@@ -9,7 +9,7 @@ import msgspec
 from worker.errors import WorkerError
 from worker.search.context import choose_context, fit_context
 from worker.search.freshness import Freshness, changed_note
-from worker.search.hybrid import RowKey, SearchHit, VectorSearch, search
+from worker.search.hybrid import RowKey, SearchHit, VectorSearch, ref, row_key, search
 from worker.search.mcp_text import bounded, cell, counted, cut_line
 from worker.search.notes import as_data
 from worker.settings import Settings
@@ -190,16 +190,10 @@ _CUT_ROOM = 160  # the cut note's length, kept free under the cap
 
 def parse_ref(value: int | str) -> RowKey:
     """(kind, id) of an observation id (12, "12") or a summary ref ("summary:12")."""
-    kind, _, number = str(value).strip().rpartition(":")
-    kind = {"": "observation", "observation": "observation", "summary": "summary"}.get(kind, "")
-    if not kind or not number.isdigit():
+    key = row_key(str(value).strip())
+    if key is None:
         raise ToolInputError(f"{as_data(str(value), 40)!r} is not an id: use 12 or summary:12")
-    return ("observation" if kind == "observation" else "summary"), int(number)
-
-
-def ref(key: RowKey) -> str:
-    """How ids appear in answers: 12 for an observation, summary:12 for a summary."""
-    return str(key[1]) if key[0] == "observation" else f"summary:{key[1]}"
+    return key
 
 
 def _hit_row(h: SearchHit) -> str:

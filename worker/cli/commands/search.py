@@ -17,7 +17,7 @@ from worker.errors import WorkerError
 from worker.settings import Settings
 
 if TYPE_CHECKING:
-    from worker.search.hybrid import SearchMode, VectorSearch
+    from worker.search.hybrid import RowKey, SearchMode, VectorSearch
     from worker.storage.protocol import Store
 
 T = TypeVar("T")
@@ -64,6 +64,7 @@ def search_command(
         BadQueryError,
         check_query,
         match_expression,
+        ref,
         search,
         since_ms,
     )
@@ -110,13 +111,13 @@ def search_command(
     if not result.hits:
         print("no matches")
     for h in result.hits:
-        ref = str(h.id) if h.kind == "observation" else f"summary:{h.id}"
+        shown = ref((h.kind, h.id))
         heading = h.title or "(untitled)"
         if h.subtitle:
             heading += f" — {h.subtitle}"
         if h.stale_files:
             heading += f" {changed_note(h.stale_files)}"
-        print(f"{ref:>12} {h.type or '':<10} {heading}")
+        print(f"{shown:>12} {h.type or '':<10} {heading}")
         print(f"{'':>12} [{h.project}] {h.memory_session_id} {h.created_at[:16]}  {h.snippet}")
 
 
@@ -244,9 +245,10 @@ def with_store(run: Callable[[Settings, Store], Coroutine[Any, Any, T]]) -> T:
         raise BadInputError(str(e)) from e
 
 
-def _parse_ref(ref: str) -> tuple[Any, int]:
-    kind, _, number = ref.rpartition(":")
-    kind = {"": "observation", "observation": "observation", "summary": "summary"}.get(kind, "")
-    if not kind or not number.isdigit():
+def _parse_ref(ref: str) -> RowKey:
+    from worker.search.hybrid import row_key
+
+    key = row_key(ref)
+    if key is None:
         raise BadInputError(f"{ref!r} is not an id: use 12 or summary:12")
-    return kind, int(number)
+    return key
