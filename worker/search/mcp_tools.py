@@ -67,13 +67,13 @@ async def search_index(
     max_chars: int,
     vectors: VectorSearch | None = None,
     vectors_off_reason: str = "vector index off (MEMQ_CHROMA=off)",
-    freshness: Freshness | None = None,
+    freshness: Freshness,
 ) -> str:
     """A compact table of matches (id, kind, type, title, project, session, date, snippet)."""
     result = await search(
         store, query, filters=filters, limit=limit, vectors=vectors,
         vectors_off_reason=vectors_off_reason,
-        stale_files=(freshness or Freshness.here()).stale_files,
+        stale_files=freshness.stale_files,
     )  # fmt: skip
     head = f"{counted(len(result.hits), MATCHES)} for {as_data(query)!r}"
     head += f" (note: {result.notice})\n" if result.notice else "\n"
@@ -91,7 +91,7 @@ async def search_index(
 
 
 async def observations_text(
-    store: Store, ids: Sequence[int | str], *, max_chars: int, freshness: Freshness | None = None
+    store: Store, ids: Sequence[int | str], *, max_chars: int, freshness: Freshness
 ) -> str:
     """The full stored rows of observation ids and `summary:<id>` refs, in the order asked."""
     keys = list(dict.fromkeys(parse_ref(i) for i in ids))
@@ -99,7 +99,7 @@ async def observations_text(
         raise ToolInputError("ids is empty: give ids as search lists them, e.g. [12, 'summary:3']")
     if len(keys) > MAX_IDS:
         raise ToolInputError(f"{len(keys)} ids: ask for at most {MAX_IDS} in one call")
-    rows = (freshness or Freshness.here()).mark(await store.rows_by_keys(keys))
+    rows = freshness.mark(await store.rows_by_keys(keys))
     found = {(r.kind, r.id) for r in rows}
     missing = [ref(k) for k in keys if k not in found]
     head = (
@@ -127,7 +127,7 @@ async def timeline_text(
     before: int,
     after: int,
     max_chars: int,
-    freshness: Freshness | None = None,
+    freshness: Freshness,
 ) -> str:
     """A session's prompts, observations and summaries in order, one line each."""
     if (session is None) == (around is None):
@@ -147,7 +147,7 @@ async def timeline_text(
         at = next((i for i, e in enumerate(entries) if (e.kind, e.id) == key), 0)
         first = max(0, at - before)
         entries = entries[first : at + after + 1]
-    entries = (freshness or Freshness.here()).mark_timeline(entries)
+    entries = freshness.mark_timeline(entries)
     head = f"session {as_data(session)}: entries {first + 1}-{first + len(entries)} of {total}\n"
     lines = [_timeline_line(e, (e.kind, e.id) == key) for e in entries]
 
@@ -164,11 +164,11 @@ async def context_text(
     *,
     context_chars: int,
     max_chars: int,
-    freshness: Freshness | None = None,
+    freshness: Freshness,
 ) -> str:
     """`memq context`'s Markdown (already a notes block), within both budgets; says when
     MEMQ_MCP_MAX_CHARS left out observations `memq context` would show."""
-    chosen = await choose_context(store, project, freshness=freshness or Freshness.here())
+    chosen = await choose_context(store, project, freshness=freshness)
     capped = max_chars < context_chars
     result = fit_context(project, chosen, max_chars - _CUT_ROOM if capped else context_chars)
     note = ""
