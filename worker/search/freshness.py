@@ -14,7 +14,7 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from pipeline.turns.evidence import normalise_path
+from pipeline.turns.evidence import normalise_path, same_file
 from worker.file_digest import file_sha256
 from worker.project import checkout_root, resolve_project
 from worker.storage.index_records import TimelineEntry
@@ -113,7 +113,5 @@ def changed_note(stale: list[str] | None) -> str:
 
 def _evidence_path(key: str, files: list[str]) -> str:
     """The path as the observation lists it: `/home/me/repo/a.py` for the key `a.py`."""
-    norms = [(normalise_path(p), p) for p in files]
-    exact = [p for norm, p in norms if norm == key]
-    near = [p for norm, p in norms if norm.endswith("/" + key) or key.endswith("/" + norm)]
-    return (exact or near or [key])[0]
+    exact = [p for p in files if normalise_path(p) == key]
+    return (exact or [p for p in files if same_file(p, key)] or [key])[0]
