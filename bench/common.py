@@ -25,6 +25,12 @@ from worker.keys import Keys
 
 REPO = Path(__file__).resolve().parent.parent
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_STARTED = time.monotonic()  # the bench's start: bench/common is among its first imports
+
+
+def progress(message: str) -> None:
+    """A progress line on stderr, timed from the bench's start (stdout carries only tables)."""
+    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def machine() -> str:

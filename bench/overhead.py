@@ -36,6 +36,7 @@ from bench.common import (
     other_outcomes,
     percentile,
     private_redis,
+    progress,
     stored,
     wait_stored,
     worker_env,
@@ -48,7 +49,6 @@ from worker.settings import Settings
 
 PREFIX = "overhead"
 KEYS = Keys(PREFIX)
-_STARTED = time.monotonic()
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,11 +76,6 @@ class Result(msgspec.Struct, kw_only=True):
     worker_cpu_s: float = 0.0
     redis: RedisCost = RedisCost()
     seconds: float = 0.0  # from the first publish until the last broadcast waited for
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (stdout carries only the table)."""
-    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 async def run(cfg: Config, url: str, observer_url: str, tmp: Path) -> Result:

@@ -42,6 +42,7 @@ from bench.common import (
     machine,
     markdown_table,
     private_redis,
+    progress,
     worker_env,
 )
 from bench.databases import Database, cluster_cpu_s, private_postgres
@@ -54,7 +55,6 @@ from worker.settings import Settings
 PREFIX = "scale"
 KEYS = Keys(PREFIX)
 _OUTPUT = "".join(f"tests/test_cart.py::test_{j} PASSED [{j:3d}%]\n" for j in range(40))[:1500]
-_STARTED = time.monotonic()
 BACKENDS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 
 
@@ -82,11 +82,6 @@ class Result(msgspec.Struct, kw_only=True):
     by_command: dict[str, int] = {}
     rows: dict[str, int] = {}
     publish_commands: int = 0
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (stdout carries only the tables)."""
-    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def calls(tag: str, sessions: int, per_session: int) -> list[Event]:

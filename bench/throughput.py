@@ -32,6 +32,7 @@ from bench.common import (
     fake_observer,
     other_outcomes,
     private_redis,
+    progress,
     stored,
     wait_stored,
     worker_env,
@@ -45,13 +46,7 @@ from worker.settings import Settings
 
 PREFIX = "bench"
 KEYS = Keys(PREFIX)
-_STARTED = time.monotonic()
 IDLE_S = 3.0
-
-
-def progress(message: str) -> None:
-    """A progress line on stderr (stdout carries only the tables)."""
-    print(f"[{time.monotonic() - _STARTED:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 async def run_config(
