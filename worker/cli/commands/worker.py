@@ -159,7 +159,6 @@ def up() -> None:
     the web UI on MEMQ_UI_HOST:MEMQ_UI_PORT and the HTTP hook endpoint on MEMQ_AGENT_PORT.
     """
     import logging
-    import sys
 
     from worker.cli.exits import settings_with_logging
     from worker.errors import WorkerError
