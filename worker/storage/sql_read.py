@@ -106,9 +106,7 @@ async def observations(
     return [r.stored_row(row) for row in found]
 
 
-async def sessions(
-    db: SqlDatabase, dialect: Dialect, project: str | None, limit: int
-) -> list[records.SessionRow]:
+async def sessions(db: SqlDatabase, project: str | None, limit: int) -> list[records.SessionRow]:
     """Sessions with activity, newest first."""
     sql, values = listings.sessions_query(project, limit)
     async with db.use() as conn:
@@ -116,9 +114,7 @@ async def sessions(
     return [r.session_row(row) for row in found]
 
 
-async def dropped(
-    db: SqlDatabase, dialect: Dialect, limit: int, include_replayed: bool
-) -> list[records.DroppedRow]:
+async def dropped(db: SqlDatabase, limit: int, include_replayed: bool) -> list[records.DroppedRow]:
     """Kept dropped replies, newest first."""
     sql, values = listings.dropped_query(limit, include_replayed)
     async with db.use() as conn:
