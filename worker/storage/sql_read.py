@@ -11,10 +11,9 @@ from worker.storage import listings, records
 from worker.storage import params as p
 from worker.storage import rows as r
 from worker.storage.dialect import Dialect
-from worker.storage.index_records import RowKind, TimelineEntry
+from worker.storage.index_records import TABLE_OF, RowKind, TimelineEntry
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
-KINDS: tuple[RowKind, ...] = ("observation", "summary")
 _TIMELINE_ORDER = {"prompt": 0, "observation": 1, "summary": 2}
 
 # CAST, not ::bigint: both dialects read it (PostgreSQL's SUM of BIGINT is NUMERIC).
@@ -227,7 +226,7 @@ async def fetch_by_keys(
 ) -> list[records.StoredRow]:
     """The stored rows with these keys, in no particular order."""
     found: list[records.StoredRow] = []
-    for kind in KINDS:
+    for kind in TABLE_OF:
         ids = [i for k, i in keys if k == kind]
         if ids:
             sql = dialect.selects.one_kind(kind, dialect.id_in)
