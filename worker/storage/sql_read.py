@@ -132,7 +132,7 @@ async def counts(db: SqlDatabase) -> records.StoreCounts:
 async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[records.CostDay]:
     """Per project and UTC day of the last `days` days (today included), oldest first: the
     observer's tokens and calls, and the observations stored; days with neither left out."""
-    utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+    utc = p.as_utc(now)
     first = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) - timedelta(days=days - 1)
     async with db.use() as conn:
         calls = await conn.fetch(_CALLS_BY_DAY, (p.iso_utc(first),))
