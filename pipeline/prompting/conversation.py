@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import msgspec
 
 from pipeline.events import Prompt
@@ -15,6 +18,8 @@ from pipeline.prompting.prompts import (
 )
 from pipeline.records import PromptRow
 from pipeline.turns.batching import TurnPlan
+
+T = TypeVar("T")
 
 
 class Exchange(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,20 +54,27 @@ class ObserverState(msgspec.Struct, kw_only=True):
 
 def bounded_recorded(lines: list[str]) -> list[str]:
     """The newest recorded lines within RECORDED_ITEMS and RECORDED_CHARS."""
-    kept = lines[-RECORDED_ITEMS:]
-    total = sum(len(line) for line in kept)
-    while kept and total > RECORDED_CHARS:
-        total -= len(kept[0])
-        kept = kept[1:]
-    return kept
+    return _newest_within(lines, RECORDED_ITEMS, RECORDED_CHARS, len)
 
 
 def bounded_history(history: list[Exchange], max_turns: int, max_chars: int) -> list[Exchange]:
     """Keep the newest exchanges within both limits; the oldest are dropped first."""
-    kept = history[-max_turns:] if max_turns > 0 else []
-    total = sum(len(t.user) + len(t.assistant) for t in kept)
+    return _newest_within(history, max_turns, max_chars, _exchange_chars)
+
+
+def _exchange_chars(exchange: Exchange) -> int:
+    return len(exchange.user) + len(exchange.assistant)
+
+
+def _newest_within(
+    items: list[T], max_items: int, max_chars: int, size: Callable[[T], int]
+) -> list[T]:
+    """The newest `max_items` items (none when it is not positive), then the oldest dropped
+    until their total `size` is at most `max_chars`."""
+    kept = items[-max_items:] if max_items > 0 else []
+    total = sum(size(item) for item in kept)
     while kept and total > max_chars:
-        total -= len(kept[0].user) + len(kept[0].assistant)
+        total -= size(kept[0])
         kept = kept[1:]
     return kept
 

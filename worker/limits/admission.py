@@ -90,7 +90,7 @@ class CallGate:
         """Honour a provider's retry-after for the whole fleet (capped: see MAX_BACKOFF_S)."""
         await self.limiter.back_off(seconds, reason)
 
-    async def refused(self, session: str, error: CallRefusedError) -> TurnResult:
+    async def refused(self, error: CallRefusedError) -> TurnResult:
         """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
         if isinstance(error, ProviderPausedError):
             # Another worker paused the provider (and counted it): wait it out, keep the batch.

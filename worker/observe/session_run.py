@@ -138,7 +138,7 @@ async def _drive(
             break
         claim = True
         delivered, bad = decode_entries(session, entries)
-        await _dead_letter(rt, session, lease, stream, bad)
+        await _dead_letter(rt, lease, stream, bad)
         delivered = await _skip_processed(rt, session, lease, stream, delivered)
         if not delivered:
             continue
@@ -269,7 +269,7 @@ def decode_entries(
 
 
 async def _dead_letter(
-    rt: Runtime, session: str, lease: Lease, stream: SessionStream, bad: list[tuple[Entry, str]]
+    rt: Runtime, lease: Lease, stream: SessionStream, bad: list[tuple[Entry, str]]
 ) -> None:
     """Move undecodable entries to the dead letters, counted and logged."""
     if not bad:

@@ -83,7 +83,7 @@ class TurnRunner:
         try:
             asked, answer = await self._converse(plan, state, user, deadline)
         except CALL_REFUSALS as e:  # budgets, rate limits, a pause: the call never went
-            return await self.rt.gate.refused(self.session, e)
+            return await self.rt.gate.refused(e)
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
         s = self.rt.settings

@@ -9,6 +9,8 @@ import msgspec
 from worker.storage.records import StoredRow
 
 RowKind = Literal["observation", "summary"]
+# Each kind's table, in the order the kinds are read and written.
+TABLE_OF: dict[RowKind, str] = {"observation": "observations", "summary": "summaries"}
 
 
 class VectorJob(msgspec.Struct, frozen=True, kw_only=True):

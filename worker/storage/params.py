@@ -14,20 +14,20 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
 
 
-def _utc(at: datetime) -> datetime:
-    # A naive datetime is taken to be UTC already, never local time.
+def as_utc(at: datetime) -> datetime:
+    """The time in UTC; a naive datetime is taken to be UTC already, never local time."""
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def iso_utc(at: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and `Z`, e.g. 2024-05-01T12:00:00.123Z."""
     # isoformat is C code; strftime cost ~4 % of a worker's CPU (three calls a row).
-    return _utc(at).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    return as_utc(at).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def epoch_ms(at: datetime) -> int:
     """Milliseconds since the Unix epoch."""
-    return (_utc(at) - _EPOCH) // _ONE_MS
+    return (as_utc(at) - _EPOCH) // _ONE_MS
 
 
 def json_list(values: Sequence[Any]) -> str:

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from worker.storage.index_records import TABLE_OF, RowKind
 from worker.storage.records import CostDay, DroppedRow, SessionRow, StoreCounts, StoredRow
 from worker.storage.sql_conn import Row
 
@@ -72,10 +73,9 @@ class RowSelects:
             f" {order} LIMIT {limit_param}) AS m {order}, kind {direction} LIMIT {limit_param}"
         )
 
-    def one_kind(self, kind: str, where: str, order: str = "") -> str:
+    def one_kind(self, kind: RowKind, where: str, order: str = "") -> str:
         """Rows of one table (`observation` or `summary`)."""
-        table = "observations" if kind == "observation" else "summaries"
-        return f"SELECT {self._columns[kind]} FROM {table} WHERE {where} {order}"
+        return f"SELECT {self._columns[kind]} FROM {TABLE_OF[kind]} WHERE {where} {order}"
 
 
 def _list_or_none(text: str | None) -> list[str] | None:

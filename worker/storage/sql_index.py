@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import (
+    TABLE_OF,
     ReindexStart,
     RowKind,
     TextFilter,
@@ -16,10 +17,6 @@ from worker.storage.index_records import (
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 from worker.storage.sql_read import fetch_by_keys
 
-_TABLES: tuple[tuple[RowKind, str], ...] = (
-    ("observation", "observations"),
-    ("summary", "summaries"),
-)
 _FINISH = (
     "UPDATE vector_outbox SET state = 'done', done_at = $1, last_error = NULL"
     " WHERE kind = $2 AND row_id = $3"
@@ -110,7 +107,7 @@ async def start_reindex(
         running = await conn.fetchrow(_REINDEX_RUNNING, (scope,)) is not None
         if not running:
             # Repair first: every stored row gets an outbox row, whatever happened before.
-            for kind, table in _TABLES:
+            for kind, table in TABLE_OF.items():
                 await conn.execute(
                     f"INSERT INTO vector_outbox (kind, row_id) SELECT '{kind}', id"
                     f" FROM {table} WHERE {_NULLABLE_PROJECT} IS NULL OR project = $1"

@@ -11,10 +11,9 @@ from worker.storage import listings, records
 from worker.storage import params as p
 from worker.storage import rows as r
 from worker.storage.dialect import Dialect
-from worker.storage.index_records import RowKind, TimelineEntry
+from worker.storage.index_records import TABLE_OF, RowKind, TimelineEntry
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
-KINDS: tuple[RowKind, ...] = ("observation", "summary")
 _TIMELINE_ORDER = {"prompt": 0, "observation": 1, "summary": 2}
 
 # CAST, not ::bigint: both dialects read it (PostgreSQL's SUM of BIGINT is NUMERIC).
@@ -106,9 +105,7 @@ async def observations(
     return [r.stored_row(row) for row in found]
 
 
-async def sessions(
-    db: SqlDatabase, dialect: Dialect, project: str | None, limit: int
-) -> list[records.SessionRow]:
+async def sessions(db: SqlDatabase, project: str | None, limit: int) -> list[records.SessionRow]:
     """Sessions with activity, newest first."""
     sql, values = listings.sessions_query(project, limit)
     async with db.use() as conn:
@@ -116,9 +113,7 @@ async def sessions(
     return [r.session_row(row) for row in found]
 
 
-async def dropped(
-    db: SqlDatabase, dialect: Dialect, limit: int, include_replayed: bool
-) -> list[records.DroppedRow]:
+async def dropped(db: SqlDatabase, limit: int, include_replayed: bool) -> list[records.DroppedRow]:
     """Kept dropped replies, newest first."""
     sql, values = listings.dropped_query(limit, include_replayed)
     async with db.use() as conn:
@@ -137,7 +132,7 @@ async def counts(db: SqlDatabase) -> records.StoreCounts:
 async def cost_by_day(db: SqlDatabase, now: datetime, days: int) -> list[records.CostDay]:
     """Per project and UTC day of the last `days` days (today included), oldest first: the
     observer's tokens and calls, and the observations stored; days with neither left out."""
-    utc = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
+    utc = p.as_utc(now)
     first = datetime(utc.year, utc.month, utc.day, tzinfo=UTC) - timedelta(days=days - 1)
     async with db.use() as conn:
         calls = await conn.fetch(_CALLS_BY_DAY, (p.iso_utc(first),))
@@ -231,7 +226,7 @@ async def fetch_by_keys(
 ) -> list[records.StoredRow]:
     """The stored rows with these keys, in no particular order."""
     found: list[records.StoredRow] = []
-    for kind in KINDS:
+    for kind in TABLE_OF:
         ids = [i for k, i in keys if k == kind]
         if ids:
             sql = dialect.selects.one_kind(kind, dialect.id_in)

@@ -120,13 +120,13 @@ class SqlStore:
         self, *, project: str | None = None, limit: int = 50
     ) -> list[records.SessionRow]:
         """Sessions with activity, newest first."""
-        return await sql_read.sessions(self._db, self._dialect, project, limit)
+        return await sql_read.sessions(self._db, project, limit)
 
     async def dropped(
         self, *, limit: int = 50, include_replayed: bool = False
     ) -> list[records.DroppedRow]:
         """Kept dropped replies, newest first."""
-        return await sql_read.dropped(self._db, self._dialect, limit, include_replayed)
+        return await sql_read.dropped(self._db, limit, include_replayed)
 
     async def counts(self) -> records.StoreCounts:
         """Row counts and token totals."""

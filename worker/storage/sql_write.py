@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from worker.storage import params as p
 from worker.storage import statements as s
 from worker.storage.dialect import Dialect
+from worker.storage.index_records import TABLE_OF
 from worker.storage.protocol import StaleFenceError
 from worker.storage.records import BatchResult, BatchWrite, StoredRow
 from worker.storage.sql_conn import SqlConn, SqlDatabase
-
-_KINDS = (("observation", "observations"), ("summary", "summaries"))
 
 
 async def write_batch(
@@ -53,7 +52,7 @@ async def mark_announced(
 ) -> None:
     """Set announced_at on the rows not yet marked, in one transaction."""
     async with db.transaction() as conn:
-        for kind, table in _KINDS:
+        for kind, table in TABLE_OF.items():
             ids = [r.id for r in rows if r.kind == kind]
             if ids:
                 await conn.execute(

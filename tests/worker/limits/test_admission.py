@@ -47,7 +47,7 @@ async def test_a_spent_budget_refuses_the_next_call_as_paused_budget(
     with pytest.raises(BudgetExceededError) as refused:
         await gate.admit("alpha", _far())
     await gate.admit("beta", _far())  # another project's budget is its own
-    result = await gate.refused("s1", refused.value)
+    result = await gate.refused(refused.value)
     assert (result.outcome, result.category, result.stop) == (Outcome.PAUSED, "budget", True)
     assert result.defer_s == refused.value.retry_s
     outcomes = await gate.counters.outcomes()
@@ -61,7 +61,7 @@ async def test_a_provider_paused_by_another_worker_is_waited_out_uncounted(
     await Pauses(redis, KEYS).pause("anthropic", 30, "quota")
     with pytest.raises(ProviderPausedError) as refused:
         await gate.admit("alpha", _far())
-    result = await gate.refused("s1", refused.value)
+    result = await gate.refused(refused.value)
     assert (result.outcome, result.category, result.stop) == (Outcome.PAUSED, None, True)
     assert 25 < result.defer_s <= 30
     assert (await gate.counters.outcomes())["paused"] == 0  # the pausing worker counted it
@@ -75,7 +75,7 @@ async def test_a_long_rate_limit_wait_refuses_the_call_as_throttled(
     with pytest.raises(ThrottledError) as refused:
         await gate.admit("alpha", _far())
     assert refused.value.wait_s >= SHORT_WAIT_S
-    result = await gate.refused("s1", refused.value)
+    result = await gate.refused(refused.value)
     assert (result.outcome, result.stop) == (Outcome.THROTTLED, True)
     # Jittered up to a quarter more, never less than the wait.
     assert refused.value.wait_s <= result.defer_s <= refused.value.wait_s * 1.25

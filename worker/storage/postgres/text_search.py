@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from worker.storage.index_records import RowKind, TextFilter
+from worker.storage.index_records import TABLE_OF, RowKind, TextFilter
 from worker.storage.sql_conn import Query
 from worker.storage.sql_index import search_kinds
 
@@ -16,7 +16,6 @@ _DOCUMENT = {
     "summary": "concat_ws(' … ', t.request, t.investigated, t.learned, t.completed,"
     " t.next_steps, t.notes)",
 }
-_TABLE = {"observation": "observations", "summary": "summaries"}
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=14, MinWords=5, ShortWord=0, MaxFragments=1"
 
 # One term of the FTS5 expression worker/search/hybrid.py builds: "word", "a phrase", "prefix"*.
@@ -55,7 +54,7 @@ def _text_arm(kind: RowKind) -> str:
     # Rank inverted so that, as with SQLite's bm25, lower is better.
     return (
         f"SELECT * FROM (SELECT '{kind}'::text AS kind, t.id, -ts_rank(t.search, q.q, 1) AS rank,"
-        f" {_DOCUMENT[kind]} AS doc FROM {_TABLE[kind]} t, q WHERE {' AND '.join(where)}"
+        f" {_DOCUMENT[kind]} AS doc FROM {TABLE_OF[kind]} t, q WHERE {' AND '.join(where)}"
         " ORDER BY rank, t.id LIMIT $2) AS arm"
     )
 

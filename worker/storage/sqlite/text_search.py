@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.storage.index_records import RowKind, TextFilter
+from worker.storage.index_records import TABLE_OF, RowKind, TextFilter
 from worker.storage.sql_conn import Query
 from worker.storage.sql_index import search_kinds
 
@@ -12,9 +12,8 @@ _SNIPPET = "snippet({table}, -1, '[', ']', '…', 14)"
 
 
 def _fts_arm(kind: RowKind, filters: TextFilter) -> str:
-    table, fts = ("observations", "observations_fts")
-    if kind == "summary":
-        table, fts = ("summaries", "summaries_fts")
+    table = TABLE_OF[kind]
+    fts = f"{table}_fts"
     where = [f"{fts} MATCH :match"]
     if filters.project is not None:
         where.append("t.project = :project")
