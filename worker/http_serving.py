@@ -19,7 +19,7 @@ import msgspec
 import uvicorn
 from starlette.types import ASGIApp
 
-from worker.errors import WorkerError
+from worker.errors import ConfigError, WorkerError
 
 STOP_GRACE_S = 2
 MIN_TOKEN_CHARS = 16
@@ -48,6 +48,19 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def check_token_bind(host: str, token: str | None, *, missing: str, too_short: str) -> None:
+    """ConfigError when `host` is beyond loopback without a token of MIN_TOKEN_CHARS or more.
+
+    `missing` and `too_short` are the refusals, in the words of the server being started.
+    """
+    if is_loopback(host):
+        return
+    if not token:
+        raise ConfigError(missing)
+    if len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(too_short)
 
 
 def is_loopback_host_header(host: str) -> bool:

@@ -103,18 +103,6 @@ def configure_logging(log_format: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # structlog's own loggers (structlog.get_logger) end in the same handler and formatter.
-    structlog.configure(
-        processors=[
-            merge_contextvars,
-            structlog.stdlib.add_log_level,
-            structlog.stdlib.add_logger_name,
-            _fields,
-            ProcessorFormatter.wrap_for_formatter,
-        ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-    )
     # One INFO line per HTTP request is noise at thousands of events a second: memq logs
     # one line per turn with the outcome instead (arq's per-job lines stay, for operators).
     for chatty in ("httpx", "httpx2"):

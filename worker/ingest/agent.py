@@ -21,11 +21,10 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from pipeline.errors import PipelineError
-from worker.errors import ConfigError
 from worker.http_serving import (
     MIN_TOKEN_CHARS,
     Listener,
-    is_loopback,
+    check_token_bind,
     is_loopback_host_header,
     serve_until_stopped,
 )
@@ -47,14 +46,12 @@ class _BodyTooLargeError(Exception):
 
 def check_agent_bind(host: str, token: str | None) -> None:
     """ConfigError when the agent would listen beyond loopback without a long MEMQ_AGENT_TOKEN."""
-    if is_loopback(host):
-        return
-    if not token or len(token) < MIN_TOKEN_CHARS:
-        raise ConfigError(
-            f"refusing to take hook events on {host} without a MEMQ_AGENT_TOKEN of at least"
-            f" {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`): set one, or bind"
-            " 127.0.0.1"
-        )
+    refusal = (
+        f"refusing to take hook events on {host} without a MEMQ_AGENT_TOKEN of at least"
+        f" {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`): set one, or bind"
+        " 127.0.0.1"
+    )
+    check_token_bind(host, token, missing=refusal, too_short=refusal)
 
 
 def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:

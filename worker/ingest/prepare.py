@@ -19,7 +19,12 @@ from msgspec.structs import replace
 from pipeline.errors import EventDecodeError
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, decode_event, encode_event
 from pipeline.prompting.framing import render_tool_field
-from pipeline.prompting.truncate import TruncatedField, split_observation_field
+from pipeline.prompting.truncate import (
+    HEAD_RATIO,
+    TAIL_RATIO,
+    TruncatedField,
+    split_observation_field,
+)
 from pipeline.redaction.privacy import strip_private_tags, strip_private_value
 from pipeline.redaction.redact import redact_secrets, redact_value
 
@@ -30,7 +35,6 @@ TEXT_FIELDS: dict[type, tuple[str, ...]] = {
     Summarize: ("last_assistant_message",),
     End: ("reason",),
 }
-_HEAD, _TAIL = 0.6, 0.3  # pipeline.prompting.truncate keeps 60 % head and 30 % tail of max_chars
 _MARKER_BYTES = 120  # the elided marker, JSON-escaped, plus the field's key
 _MIN_FIELD_CHARS = 256
 _FIT_ATTEMPTS = 8
@@ -40,7 +44,7 @@ _MARGIN = 32_768  # characters between a window's edge and the final cut (> any 
 def prepare_encoded(event: Event, max_bytes: int) -> tuple[Event, bytes]:
     """The event made safe and small, and its wire bytes; EventDecodeError if it cannot fit."""
     # Larger than any cut _fit can ask for, by _MARGIN on the tail side (2 * _MARGIN at the head).
-    window_chars = int(max_bytes / (_HEAD + _TAIL)) + int(_MARGIN / _TAIL)
+    window_chars = int(max_bytes / (HEAD_RATIO + TAIL_RATIO)) + int(_MARGIN / TAIL_RATIO)
     windows: dict[str, TruncatedField] = {}
     changes: dict[str, Any] = {}
     for name in TEXT_FIELDS[type(event)]:
@@ -90,7 +94,7 @@ def _fit(event: Event, max_bytes: int, windows: dict[str, TruncatedField]) -> tu
         targets = {largest: sizes[largest]}
     # A cut keeps 90 % of max_chars; under the text's own length it is sure to cut.
     max_chars = {
-        n: min(int(t / (_HEAD + _TAIL)), _rendered_length(values[n], windows.get(n)) - 1)
+        n: min(int(t / (HEAD_RATIO + TAIL_RATIO)), _rendered_length(values[n], windows.get(n)) - 1)
         for n, t in targets.items()
     }
     for _ in range(_FIT_ATTEMPTS):

@@ -11,11 +11,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-import anthropic
 import msgspec
-import openai
 
 from worker.masked_url import describe_url
 from worker.observers.errors import (
@@ -27,6 +25,10 @@ from worker.observers.errors import (
     refused_connection,
 )
 from worker.observers.protocol import ObserverReply, ObserverRequest, Usage
+
+if TYPE_CHECKING:  # each adapter imports its own SDK, only when it is built
+    import anthropic
+    import openai
 
 T = TypeVar("T")
 

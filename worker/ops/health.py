@@ -26,6 +26,7 @@ from worker.ops.stats import stream_stats
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.protocol import Store, StoreError
+from worker.storage.sql_store import one_line
 from worker.telemetry.metrics import FleetFigures, Metrics
 
 logger = logging.getLogger(__name__)
@@ -78,12 +79,12 @@ class HealthServer:
             async with asyncio.timeout(PING_TIMEOUT_S):
                 await self.redis.ping()
         except (RedisError, OSError, TimeoutError) as e:
-            return f"redis unreachable: {_one_line(e)}"
+            return f"redis unreachable: {one_line(e)}"
         try:
             async with asyncio.timeout(PING_TIMEOUT_S):
                 await self.store.ping()
         except (StoreError, OSError, TimeoutError) as e:
-            return f"store unreachable: {_one_line(e)}"
+            return f"store unreachable: {one_line(e)}"
         return None
 
     async def fleet_figures(self) -> FleetFigures:
@@ -112,7 +113,7 @@ class HealthServer:
             async with asyncio.timeout(SCRAPE_TIMEOUT_S):
                 self.metrics.set_fleet(await self.fleet_figures())
         except (RedisError, OSError, StoreError, TimeoutError) as e:
-            logger.warning("metrics: fleet gauges not refreshed: %s", _one_line(e))
+            logger.warning("metrics: fleet gauges not refreshed: %s", one_line(e))
 
     async def _healthz(self, _: Request) -> Response:
         return PlainTextResponse("ok\n")
@@ -148,10 +149,6 @@ async def _not_allowed(_: Request, e: Exception) -> Response:
 async def _failed(_: Request, __: Exception) -> Response:
     # Starlette re-raises after this answer: uvicorn logs the traceback.
     return PlainTextResponse("internal error (see the worker log)\n", status_code=500)
-
-
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
 
 
 @asynccontextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 
@@ -608,3 +610,16 @@ async def test_an_empty_anthropic_key_is_sent_and_its_401_names_the_variable(
         await observer.complete(REQUEST)
     [sent] = fake_observer.requests
     assert not sent.headers.get("x-api-key")  # the request went out, with no key in it
+
+
+def test_the_protocol_and_errors_load_without_the_sdks() -> None:
+    # The SDKs take seconds to import: only build_observer, once configured, pulls one in.
+    code = (
+        "import sys\n"
+        "import worker.observers.protocol, worker.observers.errors, worker.observers.sdk\n"
+        "print('anthropic' in sys.modules, 'openai' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]

@@ -25,7 +25,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from worker.errors import ConfigError
 from worker.fanout.feed_items import newest_feed_id
 from worker.fanout.ui.auth import Guard
 from worker.fanout.ui.filters import (
@@ -39,7 +38,7 @@ from worker.fanout.ui.filters import (
 )
 from worker.fanout.ui.live import FeedHub, TooManyStreamsError, event_stream, is_stream_id
 from worker.fanout.ui.pages import Pages, TypeLabel
-from worker.http_serving import MIN_TOKEN_CHARS, is_loopback
+from worker.http_serving import MIN_TOKEN_CHARS, check_token_bind
 from worker.keys import Keys
 from worker.ops.cost import CostReader, Prices
 from worker.ops.stats import collect_stats
@@ -54,18 +53,19 @@ _COST_MAX_AGE_S = 30.0  # the panel's cost figures and charts are at most this o
 
 def check_bind(host: str, token: str | None) -> None:
     """ConfigError when the UI would listen beyond loopback without a long MEMQ_UI_TOKEN."""
-    if is_loopback(host):
-        return
-    if not token:
-        raise ConfigError(
+    check_token_bind(
+        host,
+        token,
+        missing=(
             f"refusing to serve the UI on {host} without MEMQ_UI_TOKEN: set a token,"
             " or bind 127.0.0.1"
-        )
-    if len(token) < MIN_TOKEN_CHARS:
-        raise ConfigError(
-            f"refusing to serve the UI on {host} with a {len(token)}-character MEMQ_UI_TOKEN:"
-            f" use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 16`), or bind 127.0.0.1"
-        )
+        ),
+        too_short=(
+            f"refusing to serve the UI on {host} with a {len(token or '')}-character"
+            f" MEMQ_UI_TOKEN: use at least {MIN_TOKEN_CHARS} (e.g. `openssl rand -hex 16`),"
+            " or bind 127.0.0.1"
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
