@@ -42,6 +42,9 @@ class ToolCall(_Event, frozen=True, kw_only=True, tag="tool_call"):
     tool_output: Any = None
     cwd: str = ""
     tool_use_id: str | None = None
+    failed: bool = False
+    """The tool reported an error (a command that exited non-zero, a missing file): then
+    `tool_output` holds the error text."""
     file_hashes: dict[str, Sha256Hex | None] | None = None
     """Each evidence path (relative to the checkout's root when inside it) -> SHA-256 of its
     content after the call; None when unknown (over 2 MB, unreadable). Absent in older events."""

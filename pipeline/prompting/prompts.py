@@ -189,7 +189,9 @@ def _frame_call(call: ToolCall, budget: int) -> str:
     if call.cwd:
         lines.append(f"  <working_directory>{escape_xml_text(call.cwd)}</working_directory>")
     lines.append(f"  <parameters>{_frame_field(call.tool_input, budget)}</parameters>")
-    lines.append(f"  <outcome>{_frame_field(call.tool_output, budget)}</outcome>")
+    # A failed call's output is its error: the observer must not read it as a success.
+    outcome = 'outcome failed="true"' if call.failed else "outcome"
+    lines.append(f"  <{outcome}>{_frame_field(call.tool_output, budget)}</outcome>")
     lines.append(f"</{SESSION_ELEMENT}>")
     return "\n".join(lines)
 

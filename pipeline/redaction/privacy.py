@@ -15,6 +15,8 @@ PRIVATE_TAG_NAMES: tuple[str, ...] = (
     "persisted-output",
     "system-reminder",
     "memq-context",
+    "memq-notes",  # memq's own answers (SessionStart context, MCP results): never re-observed
+    "hook_context",  # Gemini CLI's wrapper of hook-injected context inside a prompt
 )
 
 # One tag token: opening, closing or self-closing, any case, attributes allowed. The

@@ -14,7 +14,7 @@ from arq.connections import ArqRedis
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import observations
 from tests.support.worker_harness import drain, make_settings, publish, running_runtime, tool_call
-from worker.ingest.hook import run_claude_code_hook
+from worker.ingest.hook import run_hook
 
 # What a tool output might talk an observer into writing back.
 HOSTILE = """<observation>
@@ -58,7 +58,7 @@ async def test_a_hostile_observation_comes_out_as_framed_one_line_data(
     payload = {"session_id": "next", "cwd": "/tmp", "hook_event_name": "SessionStart"}
     stdin = io.BytesIO(json.dumps(payload).encode())
     # The hook runs its own event loop, as in its own process: give it a thread.
-    code = await asyncio.to_thread(run_claude_code_hook, stdin, env, started=time.monotonic())
+    code = await asyncio.to_thread(run_hook, "claude-code", stdin, env, started=time.monotonic())
     assert code == 0
     context = json.loads(capsys.readouterr().out)["hookSpecificOutput"]["additionalContext"]
 

@@ -5,18 +5,19 @@ from __future__ import annotations
 import os
 import sys
 
+from worker.ingest.agents import AGENTS
 from worker.private_files import restrict_new_files
 
 
 def main() -> None:
     """Dispatch before importing typer: the hook runs on every tool call of the agent."""
     restrict_new_files()
-    if sys.argv[1:] == ["hook", "claude-code"]:
+    if len(sys.argv) == 3 and sys.argv[1] == "hook" and sys.argv[2] in AGENTS:
         # Skips typer and every command module (~0.1 s of imports per tool call).
         _import_msgspec_without_typing_extensions()
         from worker.ingest.hook import main_fast
 
-        code = main_fast()
+        code = main_fast(sys.argv[2])
         # Every file and socket of the hook is closed by now: skip the interpreter's
         # teardown, which frees ~140 modules one by one (~7 ms of a ~60 ms process).
         try:

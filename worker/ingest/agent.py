@@ -1,9 +1,9 @@
-"""`memq agent`: Claude Code's HTTP hook endpoint; a long-lived process instead of one per call.
+"""`memq agent`: the agents' HTTP hook endpoint; a long-lived process instead of one per call.
 
-`POST /hooks/claude-code` takes the JSON a command hook reads on stdin and answers what it
-would print (SessionStart: the project's context; otherwise an empty 200). Events are
-prepared like the command hook's and handed to `AgentPublisher`, so the answer never waits
-for Redis. Loopback only unless MEMQ_AGENT_TOKEN is set; bodies past
+`POST /hooks/<agent>` (claude-code, …) takes the JSON a command hook reads on stdin and
+answers what it would print (SessionStart: the project's context; otherwise an empty 200).
+Events are prepared like the command hook's and handed to `AgentPublisher`, so the answer
+never waits for Redis. Loopback only unless MEMQ_AGENT_TOKEN is set; bodies past
 MEMQ_AGENT_MAX_BODY_BYTES get a 413.
 """
 
@@ -29,13 +29,15 @@ from worker.http_serving import (
     serve_until_stopped,
 )
 from worker.ingest.agent_publisher import AgentPublisher
-from worker.ingest.claude_code import HookPayloadError
-from worker.ingest.hook_input import SESSION_START, read_hook_input
+from worker.ingest.agents import AGENTS
+from worker.ingest.agents.registry import HookPayloadError
+from worker.ingest.hook_input import read_hook_input
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
 
 HOOK_PATH = "/hooks/claude-code"
+HOOKS_PREFIX = "/hooks/"
 # SessionStart reads the store for the context: past this the session starts without it.
 SESSION_START_BUDGET_S = 2.0
 
@@ -59,7 +61,10 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
     token = settings.agent_token.reveal().encode() if settings.agent_token else None
     expected = b"Bearer " + token if token else None
 
-    async def claude_code(request: Request) -> Response:
+    async def hook(request: Request) -> Response:
+        agent = request.path_params["agent"]
+        if agent not in AGENTS:
+            return _line(404, f"no agent {agent!r}: hooks are taken for {', '.join(AGENTS)}")
         refusal = _refusal(request, expected)
         if refusal is not None:
             return refusal
@@ -75,12 +80,14 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         try:
             # In a thread: redacting a large input or hashing the files a call names (up to
             # 100 ms) would otherwise hold up every other request on the loop.
-            hook_input = await asyncio.to_thread(read_hook_input, raw, settings, default_cwd="")
+            hook_input = await asyncio.to_thread(
+                read_hook_input, raw, settings, agent=agent, default_cwd=""
+            )
         except (HookPayloadError, PipelineError) as e:
             logger.warning("hook input refused: %s", e)
             return _line(400, str(e))
         output = ""
-        if hook_input.payload.hook_event_name == SESSION_START:
+        if hook_input.session_start:
             from worker.search.context import session_start_output
 
             # It runs its own event loop (the command hook has none): so, a thread.
@@ -89,7 +96,7 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
                 settings,
                 hook_input.project,
                 SESSION_START_BUDGET_S,
-                hook_input.payload.cwd or None,
+                hook_input.cwd or None,
             )
         if hook_input.events:
             await publisher.submit(hook_input.events)
@@ -107,7 +114,10 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
             await publisher.aclose()
 
     return Starlette(
-        routes=[Route(HOOK_PATH, claude_code, methods=["POST"]), Route("/healthz", healthz)],
+        routes=[
+            Route(HOOKS_PREFIX + "{agent}", hook, methods=["POST"]),
+            Route("/healthz", healthz),
+        ],
         lifespan=lifespan,
     )
 

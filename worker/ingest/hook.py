@@ -1,4 +1,4 @@
-"""`memq hook claude-code`: record one Claude Code hook event; never fail or stall the agent.
+"""`memq hook <agent>`: record one agent hook event; never fail or stall the agent.
 
 Runs once per tool call, so `worker.cli.app` dispatches here before typer and the other
 commands are imported, and nothing here imports redis-py. Whatever happens the process
@@ -13,15 +13,16 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from pipeline.errors import PipelineError
 from pipeline.events import Event
 from worker.errors import ConfigError, RedisUnavailableError
-from worker.ingest.claude_code import HookPayloadError
-from worker.ingest.hook_input import SESSION_START, read_hook_input
+from worker.ingest.agents import AGENTS
+from worker.ingest.agents.registry import HookPayloadError
+from worker.ingest.hook_input import read_hook_input
 from worker.ingest.producer import PublishRefusedError, SyncProducer
 from worker.ingest.spool import Spool
 from worker.private_files import tighten_data_dir
@@ -40,17 +41,20 @@ _MIN_WATCHDOG_S = 0.2
 
 
 def register(app: typer.Typer) -> None:
-    """Add `memq hook claude-code` (normally reached through main_fast, without typer)."""
+    """Add `memq hook <agent>` per agent (normally reached through main_fast, without typer)."""
     import typer
 
     group = typer.Typer(name="hook", help="Agent-host hooks: a payload on stdin, always exit 0.")
-
-    @group.command("claude-code")
-    def claude_code_command() -> None:
-        """Record one Claude Code hook event read on stdin (see the README's settings.json)."""
-        run_claude_code_hook(sys.stdin.buffer, os.environ, started=time.monotonic())
-
+    for agent in AGENTS:
+        group.command(agent, help=f"Record one {agent} hook event read on stdin.")(_command(agent))
     app.add_typer(group)
+
+
+def _command(agent: str) -> Callable[[], None]:
+    def command() -> None:
+        run_hook(agent, sys.stdin.buffer, os.environ, started=time.monotonic())
+
+    return command
 
 
 class InFlight:
@@ -63,20 +67,21 @@ class InFlight:
         self.spool: Spool | None = None
 
 
-def main_fast() -> int:
-    """The console-script fast path for `memq hook claude-code`."""
+def main_fast(agent: str) -> int:
+    """The console-script fast path for `memq hook <agent>`."""
     started = time.monotonic() - _process_age_s()
     in_flight = InFlight()
     delay = max(_MIN_WATCHDOG_S, started + _WATCHDOG_S - time.monotonic())
     watchdog = threading.Timer(delay, _give_up, args=(in_flight,))
     watchdog.daemon = True
     watchdog.start()
-    code = run_claude_code_hook(sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
+    code = run_hook(agent, sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
     watchdog.cancel()
     return code
 
 
-def run_claude_code_hook(
+def run_hook(
+    agent: str,
     stdin: BinaryIO,
     environ: Mapping[str, str],
     *,
@@ -85,7 +90,7 @@ def run_claude_code_hook(
 ) -> int:
     """Read one hook payload, publish its events (or spool them); always returns 0."""
     try:
-        _record(stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
+        _record(agent, stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
     except (HookPayloadError, PipelineError, ConfigError) as e:
         _log(f"nothing recorded: {e}")
     except Exception as e:  # the agent host must never see a failing hook
@@ -93,15 +98,17 @@ def run_claude_code_hook(
     return 0
 
 
-def _record(raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight) -> None:
+def _record(
+    agent: str, raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight
+) -> None:
     settings = settings_from_environment(environ)
     tighten_data_dir(settings.data_path)
-    hook_input = read_hook_input(raw, settings, default_cwd=os.getcwd())
-    if hook_input.payload.hook_event_name == SESSION_START:
+    hook_input = read_hook_input(raw, settings, agent=agent, default_cwd=os.getcwd())
+    if hook_input.session_start:
         from worker.search.context import session_start_output
 
-        # The one output on stdout: Claude Code injects it as the new session's context.
-        cwd = hook_input.payload.cwd or None
+        # The one output on stdout: the agent injects it as the new session's context.
+        cwd = hook_input.cwd or None
         out = session_start_output(settings, hook_input.project, deadline - time.monotonic(), cwd)
         sys.stdout.write(out)
     if hook_input.events:

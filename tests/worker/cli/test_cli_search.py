@@ -17,7 +17,7 @@ from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url
 from tests.support.claude_mem_db import ClaudeMemDb
 from worker.cli.app import app
-from worker.ingest.hook import run_claude_code_hook
+from worker.ingest.hook import run_hook
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
 from worker.storage.sqlite.store import SqliteStore
 
@@ -270,7 +270,7 @@ def _fix_hook_env(data_dir: Path) -> dict[str, str]:
 def session_start(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> tuple[str, float]:
     payload = {"session_id": "new", "cwd": "/tmp", "hook_event_name": "SessionStart"}
     started = time.monotonic()
-    code = run_claude_code_hook(io.BytesIO(json.dumps(payload).encode()), env, started=started)
+    code = run_hook("claude-code", io.BytesIO(json.dumps(payload).encode()), env, started=started)
     assert code == 0
     return capsys.readouterr().out, time.monotonic() - started
 

@@ -132,12 +132,12 @@ async def test_a_missing_or_wrong_token_is_401_and_records_nothing(
 ) -> None:
     settings = agent_settings(tmp_path, redis_url, agent_token=Secret(TOKEN))
     async with running_agent(settings) as client:
-        answer = await client.post(HOOK_PATH, content=payload("stop.json"), headers=headers)
+        answer = await client.post(HOOK_PATH, content=payload("session_end.json"), headers=headers)
         assert answer.status_code == 401
         assert answer.text.startswith("memq agent: ")
         assert answer.text.count("\n") == 1
         good = {"Authorization": f"Bearer {TOKEN}"}
-        answer = await client.post(HOOK_PATH, content=payload("stop.json"), headers=good)
+        answer = await client.post(HOOK_PATH, content=payload("session_end.json"), headers=good)
         assert answer.status_code == 200
         await eventually(has_events(redis, 1))
     assert len(await stream(redis)) == 1

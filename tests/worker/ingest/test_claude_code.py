@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
-from worker.ingest.claude_code import (
+from worker.ingest.agents.claude_code import (
     HookPayloadError,
     decode_payload,
     events_from_payload,
@@ -57,7 +57,15 @@ def test_post_tool_use_becomes_a_tool_call() -> None:
 
 
 def test_stop_becomes_a_summarize_with_the_last_assistant_text() -> None:
-    (event,) = _events(_fixture("stop.json"))
+    call, event = _events(_fixture("stop.json"))
+    # The turn's finished call comes first, under the id its PostToolUse hook publishes with.
+    (hooked,) = _events(_fixture("post_tool_use.json"))
+    assert isinstance(call, ToolCall)
+    assert (call.event_id, call.tool_name, call.tool_output) == (
+        hooked.event_id,
+        "Bash",
+        "1 failed, 4 passed",
+    )
     assert isinstance(event, Summarize)
     # The last assistant line with text (a later tool-use-only line is skipped), blank runs cut.
     assert event.last_assistant_message == (

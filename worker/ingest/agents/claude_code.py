@@ -1,0 +1,140 @@
+"""Claude Code hook payloads (JSON on the hook's stdin, or an HTTP hook's body) as memq events."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+import msgspec
+
+from pipeline.events import End, Event, Prompt, Summarize, ToolCall
+from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
+from worker.ingest.agents.transcript import last_assistant_message, read_turn
+
+__all__ = [
+    "AGENT",
+    "ClaudeCodePayload",
+    "HookPayloadError",
+    "decode_payload",
+    "events_from_payload",
+    "last_assistant_message",
+    "read_hook",
+    "tool_event_id",
+]
+
+AGENT = "claude-code"
+SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
+
+
+class ClaudeCodePayload(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields memq reads from any Claude Code hook input; others are ignored."""
+
+    hook_event_name: str
+    session_id: SessionId
+    cwd: str = ""
+    transcript_path: str | None = None
+    prompt: str | None = None
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_response: Any = None
+    tool_use_id: str | None = None
+    error: Any = None
+    """PostToolUseFailure's error text (a failed command: "Exit code 1\\n<output>")."""
+    is_interrupt: bool = False
+    last_assistant_message: str | None = None
+    stop_hook_active: bool = False
+    reason: str | None = None
+    source: str | None = None
+    """SessionStart's cause: startup, resume, clear or compact."""
+
+
+_DECODER = msgspec.json.Decoder(ClaudeCodePayload)
+
+
+def decode_payload(raw: bytes) -> ClaudeCodePayload:
+    """Decode one hook input; HookPayloadError with a one-line reason when unusable."""
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.DecodeError as e:
+        raise HookPayloadError(f"bad Claude Code hook payload: {e}") from e
+
+
+def read_hook(
+    raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime, agent: str = AGENT
+) -> AgentHook:
+    """One Claude Code hook input as the events it stands for (see the registry)."""
+    payload = decode_payload(raw)
+    project = project_of(payload.cwd)
+    events = events_from_payload(payload, project=project, host=host, now=now, agent=agent)
+    return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+
+
+def events_from_payload(
+    payload: ClaudeCodePayload, *, project: str, host: str, now: datetime, agent: str = AGENT
+) -> list[Event]:
+    """The events one hook input stands for (none for hooks memq does not record)."""
+    common: dict[str, Any] = {
+        "memory_session_id": payload.session_id,
+        "project": project,
+        "occurred_at": now,
+        "host": host,
+        "agent": agent,
+    }
+    name = payload.hook_event_name
+    if name == "UserPromptSubmit":
+        if payload.prompt is None:
+            raise HookPayloadError("UserPromptSubmit payload has no `prompt`")
+        return [Prompt(event_id=_random_id(), prompt_text=payload.prompt, **common)]
+    if name in ("PostToolUse", "PostToolUseFailure"):
+        if not payload.tool_name:
+            raise HookPayloadError(f"{name} payload has no `tool_name`")
+        failed = name == "PostToolUseFailure"
+        return [
+            ToolCall(
+                event_id=tool_event_id(payload.session_id, payload.tool_use_id),
+                tool_name=payload.tool_name,
+                tool_input=payload.tool_input,
+                tool_output=payload.error if failed else payload.tool_response,
+                failed=failed,
+                cwd=payload.cwd,
+                tool_use_id=payload.tool_use_id,
+                **common,
+            )
+        ]
+    if name == "Stop":
+        # The calls of the turn no hook delivered come first, then the summary request.
+        turn = read_turn(payload.transcript_path)
+        message = payload.last_assistant_message or turn.last_assistant_message
+        missed: list[Event] = [
+            ToolCall(
+                event_id=tool_event_id(payload.session_id, call.tool_use_id),
+                tool_name=call.tool_name,
+                tool_input=call.tool_input,
+                tool_output=call.result,
+                failed=call.failed,
+                cwd=call.cwd or payload.cwd,
+                tool_use_id=call.tool_use_id,
+                **(common | {"occurred_at": call.occurred_at or now}),
+            )
+            for call in turn.calls
+        ]
+        return [*missed, Summarize(event_id=_random_id(), last_assistant_message=message, **common)]
+    if name == "SessionEnd":
+        return [End(event_id=_random_id(), reason=payload.reason, **common)]
+    return []  # SessionStart and hooks memq does not record
+
+
+def tool_event_id(session_id: str, tool_use_id: str | None) -> str:
+    """The event id of one tool call: the same for its hook and the Stop reconciliation."""
+    # Claude Code gives each tool use a unique id: a re-run hook publishes the same event id.
+    if not tool_use_id:
+        return _random_id()
+    digest = hashlib.sha256(f"{session_id}\n{tool_use_id}".encode()).hexdigest()
+    return f"cc-{digest[:40]}"
+
+
+def _random_id() -> str:
+    return f"cc-{uuid.uuid4().hex}"

@@ -1,0 +1,44 @@
+"""The agents memq takes hook events from: each name maps to its payload reader."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple, Protocol
+
+from pipeline.events import Event
+from worker.ingest.agents import AGENTS
+
+SESSION_START = "SessionStart"
+
+
+class HookPayloadError(Exception):
+    """The hook payload is not usable (bad JSON, a missing or wrong-typed field)."""
+
+
+class AgentHook(NamedTuple):
+    """One hook input read: what it stands for, before preparation (redaction, caps)."""
+
+    session_start: bool
+    """The agent is starting a session: the hook answers with the project's context."""
+    cwd: str
+    project: str
+    events: list[Event]
+
+
+class HookReader(Protocol):
+    """Decode one hook input of an agent; HookPayloadError with a one-line reason."""
+
+    def __call__(
+        self, raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
+    ) -> AgentHook: ...
+
+
+def reader_for(agent: str) -> HookReader:
+    """The reader of `agent`'s hook payloads; HookPayloadError for an agent memq does not know."""
+    # Imported here: each hook process loads only its own agent's module.
+    if agent == "claude-code":
+        from worker.ingest.agents import claude_code
+
+        return claude_code.read_hook
+    raise HookPayloadError(f"unknown agent {agent!r}: memq takes hooks from {', '.join(AGENTS)}")
