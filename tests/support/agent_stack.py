@@ -29,7 +29,9 @@ from worker.storage.records import DroppedRow, StoredRow
 PROJECT_FILES = {
     "README.md": "# webapp\n\nA tiny shop backend.\n",
     "src/cart.py": "def total(prices):\n    return round(sum(prices) * 0.9, 2)\n",
-    "tests/test_cart.py": "from src.cart import total\n\n\ndef test_total():\n    assert total([50]) == 50\n",
+    "tests/test_cart.py": (
+        "from src.cart import total\n\n\ndef test_total():\n    assert total([50]) == 50\n"
+    ),
 }
 
 
