@@ -1,0 +1,200 @@
+"""Gemini CLI hook payloads (JSON on the command hook's stdin) as memq events.
+
+Gemini CLI has its own event names (BeforeAgent, AfterTool, AfterAgent, …), a `timestamp`
+on every payload and no tool-call id, so event ids are derived from what a call is: a
+hook that runs again publishes the same ids, and the publish script keeps the first copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import msgspec
+
+from pipeline.events import End, Event, Prompt, Summarize, ToolCall
+from pipeline.redaction.privacy import strip_private_tags
+from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
+
+__all__ = [
+    "AGENT",
+    "GeminiPayload",
+    "ToolResponse",
+    "decode_payload",
+    "events_from_payload",
+    "read_hook",
+    "tool_output_text",
+    "user_prompt",
+]
+
+AGENT = "gemini"
+SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
+
+_UNTRUSTED_OPEN = "<untrusted_context>\n"
+_UNTRUSTED_CLOSE = "\n</untrusted_context>"
+_UNTRUSTED_ESCAPED = "&lt;/untrusted_context&gt;"
+# The shell tool's last line names the process group: a new number on every run, no fact.
+_PGID_LINE = re.compile(r"\nProcess Group PGID: \d+\s*\Z")
+# The shell tool reports a non-zero exit as a line of its output, not as an `error`.
+_EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.M)
+_SHELL_TOOL = "run_shell_command"
+
+
+class ToolResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """AfterTool's `tool_response`: what the tool handed the model and the user."""
+
+    llm_content: Any = None
+    """A string (shell output wrapped in `<untrusted_context>`) or a list of parts (MCP)."""
+    return_display: Any = None
+    """A string, or for edits a `fileDiff` object with the old and new content."""
+    error: Any = None
+    """`{type, message}` when the tool failed (a missing file, a shell that did not start)."""
+
+
+class GeminiPayload(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields memq reads from any Gemini CLI hook input; others are ignored."""
+
+    hook_event_name: str
+    session_id: SessionId
+    timestamp: datetime | None = None
+    cwd: str = ""
+    prompt: str | None = None
+    """BeforeAgent's prompt; headless runs prepend hook output as `<hook_context>…`."""
+    prompt_response: str | None = None
+    tool_name: str | None = None
+    tool_input: Any = None
+    tool_response: ToolResponse | None = None
+    reason: str | None = None
+    source: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(GeminiPayload)
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def decode_payload(raw: bytes) -> GeminiPayload:
+    """Decode one hook input; HookPayloadError with a one-line reason when unusable."""
+    try:
+        return _DECODER.decode(raw)
+    except msgspec.DecodeError as e:
+        raise HookPayloadError(f"bad Gemini CLI hook payload: {e}") from e
+
+
+def read_hook(
+    raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
+) -> AgentHook:
+    """One Gemini CLI hook input as the events it stands for (see the registry)."""
+    payload = decode_payload(raw)
+    project = project_of(payload.cwd)
+    events = events_from_payload(payload, project=project, host=host, now=now)
+    return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+
+
+def events_from_payload(
+    payload: GeminiPayload, *, project: str, host: str, now: datetime
+) -> list[Event]:
+    """The events one hook input stands for (none for hooks memq does not record)."""
+    occurred_at = _aware(payload.timestamp) if payload.timestamp else now
+    common: dict[str, Any] = {
+        "memory_session_id": payload.session_id,
+        "project": project,
+        "occurred_at": occurred_at,
+        "host": host,
+        "agent": AGENT,
+    }
+    name = payload.hook_event_name
+    if name == "BeforeAgent":
+        if payload.prompt is None:
+            raise HookPayloadError("BeforeAgent payload has no `prompt`")
+        text = user_prompt(payload.prompt)
+        return [Prompt(event_id=_event_id(payload), prompt_text=text, **common)]
+    if name == "AfterTool":
+        if not payload.tool_name:
+            raise HookPayloadError("AfterTool payload has no `tool_name`")
+        output, failed = tool_output_text(payload.tool_name, payload.tool_response)
+        return [
+            ToolCall(
+                event_id=_event_id(payload),
+                tool_name=payload.tool_name,
+                tool_input=payload.tool_input,
+                tool_output=output,
+                failed=failed,
+                cwd=payload.cwd,
+                **common,
+            )
+        ]
+    if name == "AfterAgent":
+        message = payload.prompt_response
+        return [Summarize(event_id=_event_id(payload), last_assistant_message=message, **common)]
+    if name == "SessionEnd":
+        return [End(event_id=_event_id(payload), reason=payload.reason, **common)]
+    return []  # SessionStart (answered with the context) and hooks memq does not record
+
+
+def user_prompt(prompt: str) -> str:
+    """The user's own words: without the `<hook_context>` block Gemini put before them."""
+    # Preparation strips every withheld region anyway; this also drops the blank line
+    # Gemini puts after the block, so the stored prompt starts with the user's text.
+    if not prompt.lstrip().startswith("<hook_context"):
+        return prompt
+    return strip_private_tags(prompt).lstrip()
+
+
+def tool_output_text(tool_name: str, response: ToolResponse | None) -> tuple[Any, bool]:
+    """The tool's result as the model read it, and whether the call failed."""
+    if response is None:
+        return None, False
+    if response.error is not None:
+        message = response.error.get("message") if isinstance(response.error, dict) else None
+        return (message or response.error), True
+    text = _content_text(response.llm_content)
+    if text:
+        if tool_name == _SHELL_TOOL:
+            match = _EXIT_CODE.search(text)
+            return text, bool(match and int(match.group(1)) != 0)
+        return text, False
+    display = response.return_display
+    if isinstance(display, dict) and isinstance(display.get("fileDiff"), str):
+        return display["fileDiff"], False
+    return (display if display != "" else None), False
+
+
+def _content_text(content: Any) -> str:
+    # llmContent is a string, one part or a list of parts; only text parts are kept.
+    if isinstance(content, str):
+        return _unwrap(content)
+    parts = [content] if isinstance(content, dict) else content
+    if not isinstance(parts, list):
+        return ""
+    texts = [p.get("text") for p in parts if isinstance(p, dict)]
+    return "\n".join(_unwrap(t) for t in texts if isinstance(t, str) and t)
+
+
+def _unwrap(text: str) -> str:
+    if text.startswith(_UNTRUSTED_OPEN) and text.endswith(_UNTRUSTED_CLOSE):
+        inner = text[len(_UNTRUSTED_OPEN) : -len(_UNTRUSTED_CLOSE)]
+        text = inner.replace(_UNTRUSTED_ESCAPED, "</untrusted_context>")
+    return _PGID_LINE.sub("", text)
+
+
+def _event_id(payload: GeminiPayload) -> str:
+    """Stable for a hook that runs again: no call id, so the call's own fields make it."""
+    if payload.timestamp is None:
+        return f"gm-{uuid.uuid4().hex}"  # nothing ties two runs together: never merge calls
+    parts = [
+        payload.session_id,
+        payload.timestamp.isoformat(),
+        payload.hook_event_name,
+        payload.tool_name or "",
+        _SORTED.encode(payload.tool_input).decode(),
+    ]
+    digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return f"gm-{digest[:40]}"
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
