@@ -91,6 +91,12 @@ def test_after_tool_read_file_and_edit_keep_the_models_text() -> None:
     assert edit.tool_input["old_string"] == "Run `python app.py` to start it on port 8000.\n"
 
 
+def test_a_search_keeps_the_matches_the_model_read() -> None:
+    event = _one("AfterTool-grep_search")
+    assert (event.tool_name, event.tool_input) == ("grep_search", {"pattern": "shop"})
+    assert "L3: A tiny shop backend." in event.tool_output
+
+
 def test_mcp_text_parts_are_joined() -> None:
     event = _one("AfterTool-mcp_memq_search")
     assert (event.tool_name, event.tool_output) == ("mcp_memq_search", "no memories yet")
@@ -119,6 +125,8 @@ def test_a_tool_error_is_a_failed_call_with_the_error_text() -> None:
 
 def test_a_shell_command_that_exits_non_zero_is_a_failed_call() -> None:
     # Gemini reports a non-zero exit inside the output, with no `error` in the response.
+    event = _one("AfterTool-run_shell_command-exit1")
+    assert (event.failed, event.tool_output) == (True, "Output: (empty)\nExit Code: 1")
     text = "Output: boom\nExit Code: 1\nProcess Group PGID: 4242"
     output, failed = tool_output_text(
         "run_shell_command",
