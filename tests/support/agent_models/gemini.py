@@ -54,8 +54,8 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def text(self) -> str:
-        """Every text the request carried (system instruction, contents, function responses)."""
-        return json.dumps(self.body, ensure_ascii=False)
+        """Every string the request carried (system instruction, prompts, tool results)."""
+        return "\n".join(_strings(self.body))
 
 
 class FakeGemini:
@@ -102,7 +102,9 @@ class FakeGemini:
         step_index: int | None = None
         if body.get("tools"):
             contents = body.get("contents") or []
-            step_index = sum(1 for c in contents if isinstance(c, dict) and c.get("role") == "model")
+            step_index = sum(
+                1 for c in contents if isinstance(c, dict) and c.get("role") == "model"
+            )
         self._record(ModelRequest(model=model, method=method, body=body, step=step_index))
         with self._lock:
             steps = self._steps
@@ -115,6 +117,17 @@ class FakeGemini:
     def _record(self, request: ModelRequest) -> None:
         with self._lock:
             self._requests.append(request)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _helper_text(body: dict[str, Any]) -> str:
@@ -205,4 +218,3 @@ def fake_gemini_fixture() -> Iterator[FakeGemini]:
     fake = FakeGemini()
     yield fake
     fake.close()
-

@@ -1,0 +1,1 @@
+"""Real coding agents (pinned npm binaries) driving a real memq stack."""

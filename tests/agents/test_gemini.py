@@ -1,0 +1,227 @@
+"""The real Gemini CLI (0.61.0) against memq: its hooks and MCP wired from docs/agents/gemini.md.
+
+Gemini talks to a scripted fake Gemini API on loopback; its hooks run the `memq` console
+script against a real redis-server and `memq worker` (tests/support/agent_stack.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+
+from pipeline.events import ToolCall, decode_event
+from tests.support.agent_bins import agent_binary
+from tests.support.agent_models.gemini import FakeGemini, Step, answer, call
+from tests.support.agent_models.gemini import fake_gemini_fixture as _fix_fake_gemini  # noqa: F401
+from tests.support.agent_stack import AgentStack, agent_stack
+from tests.support.fake_observer import FakeObserver
+from tests.support.ingest import REPO, stored_bytes
+from tests.support.worker_checks import outcomes
+from worker.keys import Keys
+
+pytestmark = pytest.mark.slow
+
+DOC = REPO / "docs" / "agents" / "gemini.md"
+ANTHROPIC_KEY = (
+    "sk-ant-api03-"
+    + "Xq7vR2mK9pL4sT8wY1zB6nC3dF5gH0jQaE2rT6yU8iO1pA3sD5fG7hJ9kL2zX4cV6bN8mQ0wE-AbCdEfAA"
+)
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2vT8kLm"
+FIRST_PROMPT = "Give the cart a 15% discount and note how to run the tests."
+SECOND_PROMPT = "What did we change in the cart last time?"
+# The settings a test machine needs on top of the documented blocks: an API key login (the
+# fake's base URL would otherwise select the `gateway` auth that headless runs refuse), and
+# nothing phoning home.
+OFFLINE_SETTINGS: dict[str, Any] = {
+    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+    "privacy": {"usageStatisticsEnabled": False},
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+}
+
+
+def first_session(project: Path) -> list[Step]:
+    """Every kind of tool call once: read, shell, edit, write, a failing shell, search, MCP."""
+    return [
+        call("read_file", file_path="README.md"),
+        call("run_shell_command", command="ls src tests", description="List the sources"),
+        call(
+            "replace",
+            file_path=str(project / "src" / "cart.py"),
+            old_string="* 0.9",
+            new_string="* 0.85",
+            instruction="Give a 15% discount instead of 10%.",
+        ),
+        call("write_file", file_path=str(project / "NOTES.md"), content="Run `pytest -q`.\n"),
+        call("run_shell_command", command="grep -c TODO README.md", description="Count TODOs"),
+        call("grep_search", pattern="def total"),
+        call("mcp_memq_search", query="cart discount"),
+        call("read_file", file_path=".env"),  # refused by Gemini before it runs: no hook
+        call("read_file", file_path="deploy/prod.env"),
+        answer("Done: the cart now takes 15% off, and NOTES.md says how to run the tests."),
+    ]
+
+
+REAL_TOOLS = ["read_file", "run_shell_command", "replace", "write_file", "run_shell_command",
+              "grep_search", "read_file"]  # fmt: skip
+
+
+@pytest.fixture(name="gemini_stack")
+def _fix_gemini_stack(
+    tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_gemini: FakeGemini
+) -> Iterator[AgentStack]:
+    redis.Redis.from_url(redis_url).flushdb()
+    with agent_stack(tmp_path, redis_url, fake_observer) as stack:
+        secrets = f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
+        (stack.project / ".env").write_text(secrets)
+        (stack.project / "deploy").mkdir()
+        (stack.project / "deploy" / "prod.env").write_text(secrets)
+        configure_gemini(stack)
+        yield stack
+
+
+def configure_gemini(stack: AgentStack) -> None:
+    """Write ~/.gemini from the docs' JSON blocks (with the full path of `memq`)."""
+    settings = json.loads(json.dumps(OFFLINE_SETTINGS))
+    for block in documented_blocks():
+        settings |= with_memq_path(block, stack.memq)
+    gemini = stack.home / ".gemini"
+    gemini.mkdir(exist_ok=True)
+    (gemini / "settings.json").write_text(json.dumps(settings, indent=2))
+    (gemini / "trustedFolders.json").write_text(json.dumps({str(stack.project): "TRUST_FOLDER"}))
+
+
+def documented_blocks() -> list[dict[str, Any]]:
+    """The ```json blocks of docs/agents/gemini.md, parsed."""
+    blocks = re.findall(r"^```json\n(.*?)^```", DOC.read_text(), re.M | re.S)
+    assert len(blocks) == 2, "docs/agents/gemini.md should hold the hooks and the MCP block"
+    return [json.loads(b) for b in blocks]
+
+
+def with_memq_path(value: Any, memq: str) -> Any:
+    """`value` with each command `memq …` made the console script's full path."""
+    if isinstance(value, dict):
+        return {
+            k: (re.sub(r"^memq\b", memq, v) if k == "command" and isinstance(v, str) else
+                with_memq_path(v, memq))
+            for k, v in value.items()
+        }  # fmt: skip
+    if isinstance(value, list):
+        return [with_memq_path(v, memq) for v in value]
+    return value
+
+
+def run_gemini(stack: AgentStack, fake: FakeGemini, prompt: str) -> dict[str, Any]:
+    """One headless session (`gemini -p`); returns its JSON output."""
+    env = stack.env(GEMINI_API_KEY="fake-local-key", GOOGLE_GEMINI_BASE_URL=fake.url)
+    command = [str(agent_binary("gemini")), "-p", prompt, "--approval-mode", "yolo",
+               "--output-format", "json"]  # fmt: skip
+    done = subprocess.run(
+        command, cwd=stack.project, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"gemini exited {done.returncode}:\n{done.stderr[-4000:]}"
+    output: dict[str, Any] = json.loads(done.stdout)
+    return output
+
+
+def stream_events(stack: AgentStack, session: str) -> list[Any]:
+    """The events in the session's Redis stream, decoded."""
+    client = redis.Redis.from_url(stack.redis_url)
+    entries = client.xrange(Keys(stack.settings.prefix).events(session))
+    return [decode_event(fields[b"event"]) for _, fields in entries]
+
+
+def redis_bytes(url: str) -> bytes:
+    """Every key and value in Redis (tests/support/ingest.py `stored_bytes`)."""
+
+    async def read() -> bytes:
+        client = aioredis.Redis.from_url(url)
+        try:
+            return await stored_bytes(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(read())
+
+
+def stored_prompts(stack: AgentStack, session: str) -> list[tuple[str, str]]:
+    """(project, prompt_text) of each prompt the worker stored for the session."""
+    with sqlite3.connect(f"file:{stack.data_dir / 'memq.db'}?mode=ro", uri=True) as db:
+        query = "SELECT project, prompt_text FROM user_prompts WHERE memory_session_id = ?"
+        return [(str(p), str(t)) for p, t in db.execute(query, (session,))]
+
+
+def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
+    gemini_stack: AgentStack, fake_gemini: FakeGemini, fake_observer: FakeObserver
+) -> None:
+    stack = gemini_stack
+    # Hold the worker back for the first session, so its events can be read in Redis.
+    assert stack.worker is not None
+    stack.worker.stop()
+    fake_gemini.script(first_session(stack.project))
+    out = run_gemini(stack, fake_gemini, FIRST_PROMPT)
+    session = out["session_id"]
+    assert out["response"].startswith("Done: the cart now takes 15% off")
+    # Every scripted step was answered, and the agent really ran the calls.
+    assert [r.step for r in fake_gemini.agent_requests()] == list(range(10))
+    assert "0.85" in (stack.project / "src" / "cart.py").read_text()
+    assert (stack.project / "NOTES.md").read_text() == "Run `pytest -q`.\n"
+
+    events = stream_events(stack, session)
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["Prompt", *["ToolCall"] * 8, "Summarize", "End"], kinds
+    assert {e.agent for e in events} == {"gemini"}
+    assert {e.project for e in events} == {"webapp"}
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.tool_name for c in calls] == [*REAL_TOOLS[:6], "mcp_memq_search", "read_file"]
+    failing = calls[4]
+    assert (failing.failed, failing.tool_output) == (True, "Output: 0\nExit Code: 1")
+    assert not any(c.failed for c in calls if c is not failing), [c for c in calls if c.failed]
+    stored = redis_bytes(stack.redis_url)
+    assert ANTHROPIC_KEY.encode() not in stored
+    assert AWS_SECRET.encode() not in stored
+    assert b"[REDACTED:anthropic-api-key]" in stored
+
+    stack.start_worker()
+    rows = stack.wait_for(observations=len(REAL_TOOLS), summaries=1, timeout_s=90)
+    observations = [r for r in rows if r.kind == "observation"]
+    assert len(observations) == len(REAL_TOOLS)  # memq's own MCP call is not observed
+    assert {r.project for r in rows} == {"webapp"}
+    assert stored_prompts(stack, session) == [("webapp", FIRST_PROMPT)]
+    counts = asyncio.run(_outcomes(stack))
+    assert counts.get("skipped:own-tool") == 1, counts
+    shown = "\n".join(r.system + r.user for r in fake_observer.requests)
+    assert ANTHROPIC_KEY not in shown
+    assert AWS_SECRET not in shown
+    assert "mcp_memq_search" not in shown
+    assert FIRST_PROMPT in shown
+
+    # The next session starts with the first one's memories in its prompt.
+    before = len(fake_gemini.requests)
+    fake_gemini.script([answer("Last time the cart discount went from 10% to 15%.")])
+    second = run_gemini(stack, fake_gemini, SECOND_PROMPT)["session_id"]
+    first_request = next(r for r in fake_gemini.requests[before:] if r.step == 0)
+    titles = [r.title for r in observations if r.title]
+    assert any(t in first_request.text for t in titles), "no stored memory reached the model"
+    assert "<hook_context>" in first_request.text
+    stack.wait_for(observations=len(REAL_TOOLS), summaries=2, timeout_s=90)
+    # The prompt is stored as the user typed it, without the context Gemini put before it.
+    assert stored_prompts(stack, second) == [("webapp", SECOND_PROMPT)]
+
+
+async def _outcomes(stack: AgentStack) -> dict[str, int]:
+    client = aioredis.Redis.from_url(stack.redis_url)
+    try:
+        return await outcomes(client, stack.settings)
+    finally:
+        await client.aclose()
