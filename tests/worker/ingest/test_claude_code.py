@@ -279,3 +279,17 @@ def test_every_real_payload_decodes_and_new_fields_are_ignored(name: str) -> Non
         "PostToolUseFailure": [ToolCall], "Stop": [Summarize], "SessionEnd": [End],
     }  # fmt: skip
     assert [type(e) for e in events] == kinds[payload["hook_event_name"]]
+
+
+@pytest.mark.parametrize(
+    ("source", "injects"),
+    [("startup", True), ("clear", True), ("compact", True), ("resume", False)],
+)
+def test_session_start_injects_context_except_into_a_resumed_conversation(
+    source: str, injects: bool
+) -> None:
+    from worker.ingest.agents.claude_code import read_hook
+
+    payload = json.loads((REAL / "SessionStart-startup.json").read_text()) | {"source": source}
+    hook = read_hook(json.dumps(payload).encode(), project_of=lambda _: "webapp", host="h", now=NOW)
+    assert (hook.session_start, hook.events) == (injects, [])
