@@ -10,12 +10,8 @@ from typing import Any
 import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
-from worker.ingest.agents.claude_code import (
-    HookPayloadError,
-    decode_payload,
-    events_from_payload,
-    last_assistant_message,
-)
+from worker.ingest.agents.claude_code import HookPayloadError, decode_payload, events_from_payload
+from worker.ingest.agents.transcript import last_assistant_message
 from worker.project import resolve_project
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "claude_code"

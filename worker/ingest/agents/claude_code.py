@@ -13,7 +13,6 @@ import msgspec
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
 from worker.ingest.agents.responses import slim_response
-from worker.ingest.agents.transcript import last_assistant_message, read_turn
 
 __all__ = [
     "AGENT",
@@ -21,7 +20,6 @@ __all__ = [
     "HookPayloadError",
     "decode_payload",
     "events_from_payload",
-    "last_assistant_message",
     "read_hook",
     "tool_event_id",
 ]
@@ -110,6 +108,9 @@ def events_from_payload(
             )
         ]
     if name == "Stop":
+        # Only Stop reads the transcript: the per-call hooks do not import it.
+        from worker.ingest.agents.transcript import read_turn
+
         # The calls of the turn no hook delivered come first, then the summary request.
         turn = read_turn(payload.transcript_path)
         message = payload.last_assistant_message or turn.last_assistant_message
