@@ -95,10 +95,18 @@ def main() -> None:
                         progress(f"claude-code, {setup}, run {run + 1}: {walls[-1]:.2f} s")
                     per_hook[setup] = times
                     post = times.get("PostToolUse", [])
-                    rows.append([
-                        "claude-code", setup, percentile(walls, 50), min(walls), max(walls),
-                        percentile(post, 50) if post else "-", percentile(post, 95) if post else "-",
-                    ])  # fmt: skip
+                    p50, p95 = (percentile(post, 50), percentile(post, 95)) if post else ("-", "-")
+                    rows.append(
+                        [
+                            "claude-code",
+                            setup,
+                            percentile(walls, 50),
+                            min(walls),
+                            max(walls),
+                            p50,
+                            p95,
+                        ]
+                    )
             finally:
                 observer.close()
                 model.close()
