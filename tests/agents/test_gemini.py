@@ -208,6 +208,10 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     failing = calls[4]
     assert (failing.failed, failing.tool_output) == (True, "Output: 0\nExit Code: 1")
     assert [c.tool_name for c in calls if c.failed] == ["run_shell_command"], calls
+    # Edits and writes keep the diff, not the whole file Gemini answered the model.
+    assert "-    return round(sum(prices) * 0.9, 2)" in calls[2].tool_output
+    assert calls[3].tool_output.startswith("Successfully created and wrote to new file")
+    assert "pytest -q" not in calls[3].tool_output
     stored = redis_bytes(stack.redis_url)
     assert ANTHROPIC_KEY.encode() not in stored
     assert AWS_SECRET.encode() not in stored

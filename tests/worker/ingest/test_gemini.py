@@ -82,13 +82,36 @@ def test_after_tool_shell_output_loses_the_untrusted_wrapper_and_the_pgid() -> N
     assert (event.failed, event.cwd, event.tool_use_id) == (False, "/home/dev/webapp", None)
 
 
-def test_after_tool_read_file_and_edit_keep_the_models_text() -> None:
+def test_after_tool_read_file_keeps_the_models_text() -> None:
     read = _one("AfterTool-read_file")
     assert read.tool_output.startswith("# webapp\n\nA tiny demo web app.")
+
+
+def test_an_edit_keeps_its_status_and_diff_not_the_whole_file() -> None:
     edit = _one("AfterTool-replace")
     assert edit.tool_name == "replace"
-    assert edit.tool_output.startswith("Successfully modified file: /home/dev/webapp/README.md")
     assert edit.tool_input["old_string"] == "Run `python app.py` to start it on port 8000.\n"
+    status, diff = edit.tool_output.split("\n", 1)
+    assert status == "Successfully modified file: /home/dev/webapp/README.md (1 replacements)."
+    assert diff.endswith("@@ -3,3 +3,5 @@\n A tiny demo web app.\n \n Run `python app.py` to start "
+                         "it on port 8000.\n+\n+Tests: `python -m pytest -q`.\n")  # fmt: skip
+    assert "# webapp" not in edit.tool_output  # the file's first line is not in the hunk
+
+
+def test_a_write_keeps_its_status_and_only_an_overwrite_its_diff() -> None:
+    new = _one("AfterTool-write_file-new")
+    assert new.tool_input["content"] == "Run pytest -q.\n"
+    assert new.tool_output == (
+        "Successfully created and wrote to new file: /home/dev/webapp/NOTES.md."
+    )
+    over = _one("AfterTool-write_file-overwrite")
+    assert over.tool_output.startswith("Successfully overwrote file: /home/dev/webapp/NOTES.md.\n")
+    assert over.tool_output.endswith("@@ -1,1 +1,2 @@\n Run pytest -q.\n+And ruff.\n")
+
+
+def test_a_glob_keeps_the_paths_it_found() -> None:
+    event = _one("AfterTool-glob")
+    assert event.tool_output.endswith("/home/dev/webapp/NOTES.md\n/home/dev/webapp/README.md")
 
 
 def test_a_search_keeps_the_matches_the_model_read() -> None:
@@ -115,12 +138,11 @@ def test_empty_model_text_falls_back_to_the_display() -> None:
 
 
 def test_a_tool_error_is_a_failed_call_with_the_error_text() -> None:
-    error = {"type": "file_not_found", "message": "File not found: /home/dev/webapp/nope.md"}
-    event = _one(
-        "AfterTool-read_file",
-        tool_response={"llmContent": "Error: file not found", "returnDisplay": "", "error": error},
+    event = _one("AfterTool-read_file-missing")
+    assert (event.failed, event.tool_output) == (
+        True,
+        "File not found: /home/dev/webapp/missing.md",
     )
-    assert (event.failed, event.tool_output) == (True, error["message"])
 
 
 def test_a_shell_command_that_exits_non_zero_is_a_failed_call() -> None:

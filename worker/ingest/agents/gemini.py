@@ -42,6 +42,8 @@ _PGID_LINE = re.compile(r"\nProcess Group PGID: \d+\s*\Z")
 # The shell tool reports a non-zero exit as a line of its output, not as an `error`.
 _EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.M)
 _SHELL_TOOL = "run_shell_command"
+# replace and write_file put the whole file after this sentence.
+_UPDATED_CODE = " Here is the updated code:"
 
 
 class ToolResponse(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -152,15 +154,28 @@ def tool_output_text(tool_name: str, response: ToolResponse | None) -> tuple[Any
         message = response.error.get("message") if isinstance(response.error, dict) else None
         return (message or response.error), True
     text = _content_text(response.llm_content)
+    display = response.return_display
     if text:
         if tool_name == _SHELL_TOOL:
             match = _EXIT_CODE.search(text)
             return text, bool(match and int(match.group(1)) != 0)
-        return text, False
-    display = response.return_display
+        return _edit_text(text, display), False
     if isinstance(display, dict) and isinstance(display.get("fileDiff"), str):
         return display["fileDiff"], False
     return (display if display != "" else None), False
+
+
+def _edit_text(text: str, display: Any) -> str:
+    # An edit or a write answers the whole file as it now is: sending that would cost
+    # observer tokens on every edit and ship every line of the file. The diff is what
+    # changed; a new file's content is in the call's input already.
+    status, marker, _ = text.partition(_UPDATED_CODE)
+    if not marker or not isinstance(display, dict):
+        return text
+    diff = display.get("fileDiff")
+    if display.get("isNewFile") is True or not isinstance(diff, str):
+        return status
+    return f"{status}\n{diff}"
 
 
 def _content_text(content: Any) -> str:
