@@ -52,6 +52,11 @@ def test_session_start_asks_for_the_context_and_records_nothing() -> None:
     assert (hook.cwd, hook.project, hook.events) == ("/home/dev/webapp", "webapp", [])
 
 
+def test_a_resumed_session_is_not_given_the_context_again() -> None:
+    assert not _read(_raw("SessionStart", source="resume")).session_start
+    assert _read(_raw("SessionStart", source="clear")).session_start
+
+
 def test_before_agent_becomes_the_users_prompt_without_memqs_context() -> None:
     event = _one("BeforeAgent")
     assert isinstance(event, Prompt)

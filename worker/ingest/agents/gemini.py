@@ -72,6 +72,7 @@ class GeminiPayload(msgspec.Struct, frozen=True, kw_only=True):
     tool_response: ToolResponse | None = None
     reason: str | None = None
     source: str | None = None
+    """SessionStart's cause: startup, resume or clear."""
 
 
 _DECODER = msgspec.json.Decoder(GeminiPayload)
@@ -93,7 +94,9 @@ def read_hook(
     payload = decode_payload(raw)
     project = project_of(payload.cwd)
     events = events_from_payload(payload, project=project, host=host, now=now)
-    return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+    # A resumed conversation holds the context it was given at its start: not again.
+    starting = payload.hook_event_name == SESSION_START and payload.source != "resume"
+    return AgentHook(starting, payload.cwd, project, events)
 
 
 def events_from_payload(
