@@ -92,11 +92,12 @@ def _fix_gemini_stack(
         yield stack
 
 
-def configure_gemini(stack: AgentStack) -> None:
+def configure_gemini(stack: AgentStack, *, hooks: bool = True) -> None:
     """Write ~/.gemini from the docs' JSON blocks (with the full path of `memq`)."""
     settings = json.loads(json.dumps(OFFLINE_SETTINGS))
     for block in documented_blocks():
-        settings |= with_memq_path(block, stack.memq)
+        if hooks or "hooks" not in block:
+            settings |= with_memq_path(block, stack.memq)
     gemini = stack.home / ".gemini"
     gemini.mkdir(exist_ok=True)
     (gemini / "settings.json").write_text(json.dumps(settings, indent=2))
@@ -123,9 +124,11 @@ def with_memq_path(value: Any, memq: str) -> Any:
     return value
 
 
-def run_gemini(stack: AgentStack, fake: FakeGemini, prompt: str) -> dict[str, Any]:
+def run_gemini(
+    stack: AgentStack, fake: FakeGemini, prompt: str, **env_extra: str
+) -> dict[str, Any]:
     """One headless session (`gemini -p`); returns its JSON output."""
-    env = stack.env(GEMINI_API_KEY="fake-local-key", GOOGLE_GEMINI_BASE_URL=fake.url)
+    env = stack.env(GEMINI_API_KEY="fake-local-key", GOOGLE_GEMINI_BASE_URL=fake.url, **env_extra)
     command = [str(agent_binary("gemini")), "-p", prompt, "--approval-mode", "yolo",
                "--output-format", "json"]  # fmt: skip
     done = subprocess.run(
