@@ -82,7 +82,8 @@ REAL_TOOLS = ["read_file", "run_shell_command", "replace", "write_file", "run_sh
 def _fix_gemini_stack(
     tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_gemini: FakeGemini
 ) -> Iterator[AgentStack]:
-    redis.Redis.from_url(redis_url).flushdb()
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
     with agent_stack(tmp_path, redis_url, fake_observer) as stack:
         secrets = f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
         (stack.project / ".env").write_text(secrets)
@@ -158,8 +159,8 @@ def _user_version(path: Path) -> int:
 
 def stream_events(stack: AgentStack, session: str) -> list[Any]:
     """The events in the session's Redis stream, decoded."""
-    client = redis.Redis.from_url(stack.redis_url)
-    entries = client.xrange(Keys(stack.settings.prefix).events(session))
+    with redis.Redis.from_url(stack.redis_url) as client:
+        entries = client.xrange(Keys(stack.settings.prefix).events(session))
     return [decode_event(fields[b"event"]) for _, fields in entries]
 
 
@@ -207,6 +208,7 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     assert {e.agent for e in events} == {"gemini"}
     assert {e.project for e in events} == {"webapp"}
     calls = [e for e in events if isinstance(e, ToolCall)]
+    # The read of `.env` Gemini refused before running it has no hook, so no event.
     assert [c.tool_name for c in calls] == [*REAL_TOOLS[:6], "mcp_memq_search", "read_file"]
     failing = calls[4]
     assert (failing.failed, failing.tool_output) == (True, "Output: 0\nExit Code: 1")
@@ -223,7 +225,8 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     stack.start_worker()
     rows = stack.wait_for(observations=len(REAL_TOOLS), summaries=1, timeout_s=90)
     observations = [r for r in rows if r.kind == "observation"]
-    assert len(observations) == len(REAL_TOOLS)  # memq's own MCP call is not observed
+    # One per call (the fake observer titles each after its tool); memq's own MCP call none.
+    assert sorted(str(r.title).split(":")[0] for r in observations) == sorted(REAL_TOOLS)
     assert {r.project for r in rows} == {"webapp"}
     assert stored_prompts(stack, session) == [("webapp", FIRST_PROMPT)]
     counts = asyncio.run(_outcomes(stack))
@@ -239,7 +242,7 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     fake_gemini.script([answer("Last time the cart discount went from 10% to 15%.")])
     second = run_gemini(stack, fake_gemini, SECOND_PROMPT)["session_id"]
     first_request = next(r for r in fake_gemini.requests[before:] if r.step == 0)
-    titles = [r.title for r in observations if r.title]
+    titles = [str(r.title) for r in observations]
     assert any(t in first_request.text for t in titles), "no stored memory reached the model"
     assert "<hook_context>" in first_request.text
     stack.wait_for(observations=len(REAL_TOOLS), summaries=2, timeout_s=90)
