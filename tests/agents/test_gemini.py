@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 
 from pipeline.events import ToolCall, decode_event
 from tests.support.agent_bins import agent_binary
-from tests.support.agent_models.gemini import FakeGemini, Step, answer, call
+from tests.support.agent_models.gemini import FakeGemini, Step, answer, call, parallel
 from tests.support.agent_models.gemini import fake_gemini_fixture as _fix_fake_gemini  # noqa: F401
 from tests.support.agent_stack import AgentStack, agent_stack
 from tests.support.fake_observer import FakeObserver
@@ -53,7 +53,8 @@ OFFLINE_SETTINGS: dict[str, Any] = {
 
 
 def first_session(project: Path) -> list[Step]:
-    """Every kind of tool call once: read, shell, edit, write, a failing shell, search, MCP."""
+    """Every kind of tool call: read, shell, edit, write, a failing shell, two searches at
+    once, memq's MCP search, a refused read and a read of secrets."""
     return [
         call("read_file", file_path="README.md"),
         call("run_shell_command", command="ls src tests", description="List the sources"),
@@ -66,7 +67,7 @@ def first_session(project: Path) -> list[Step]:
         ),
         call("write_file", file_path=str(project / "NOTES.md"), content="Run `pytest -q`.\n"),
         call("run_shell_command", command="grep -c TODO README.md", description="Count TODOs"),
-        call("grep_search", pattern="def total"),
+        parallel(call("grep_search", pattern="def total"), call("glob", pattern="**/*.py")),
         call("mcp_memq_search", query="cart discount"),
         call("read_file", file_path=".env"),  # refused by Gemini before it runs: no hook
         call("read_file", file_path="deploy/prod.env"),
@@ -75,7 +76,7 @@ def first_session(project: Path) -> list[Step]:
 
 
 REAL_TOOLS = ["read_file", "run_shell_command", "replace", "write_file", "run_shell_command",
-              "grep_search", "read_file"]  # fmt: skip
+              "grep_search", "glob", "read_file"]  # fmt: skip
 
 
 @pytest.fixture(name="gemini_stack")
@@ -204,12 +205,16 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
 
     events = stream_events(stack, session)
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["Prompt", *["ToolCall"] * 8, "Summarize", "End"], kinds
+    assert kinds == ["Prompt", *["ToolCall"] * 9, "Summarize", "End"], kinds
     assert {e.agent for e in events} == {"gemini"}
     assert {e.project for e in events} == {"webapp"}
     calls = [e for e in events if isinstance(e, ToolCall)]
     # The read of `.env` Gemini refused before running it has no hook, so no event.
-    assert [c.tool_name for c in calls] == [*REAL_TOOLS[:6], "mcp_memq_search", "read_file"]
+    # The two searches ran at once: their hooks' events may land in either order.
+    names = [c.tool_name for c in calls]
+    assert names[:5] == REAL_TOOLS[:5]
+    assert sorted(names[5:7]) == ["glob", "grep_search"]
+    assert names[7:] == ["mcp_memq_search", "read_file"]
     failing = calls[4]
     assert (failing.failed, failing.tool_output) == (True, "Output: 0\nExit Code: 1")
     assert [c.tool_name for c in calls if c.failed] == ["run_shell_command"], calls

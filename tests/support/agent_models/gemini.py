@@ -26,16 +26,20 @@ _DONE = "Done."
 
 
 class Step(msgspec.Struct, frozen=True, kw_only=True):
-    """One model turn: a function call (name and args) or a final text."""
+    """One model turn: function calls (name and args; several run in parallel) or a text."""
 
-    call: str | None = None
-    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     text: str = ""
 
 
 def call(name: str, **args: Any) -> Step:
     """A step in which the model calls tool `name` with `args`."""
-    return Step(call=name, args=args)
+    return Step(calls=((name, args),))
+
+
+def parallel(*steps: Step) -> Step:
+    """One step making the calls of all `steps` at once (one model turn, several parts)."""
+    return Step(calls=tuple(c for step in steps for c in step.calls))
 
 
 def answer(text: str) -> Step:
@@ -151,14 +155,13 @@ def _plain_value(schema: dict[str, Any]) -> Any:
 
 
 def _response(model: str, step: Step, body: dict[str, Any]) -> dict[str, Any]:
-    if step.call is not None:
-        part: dict[str, Any] = {"functionCall": {"name": step.call, "args": step.args}}
-    else:
-        part = {"text": step.text}
+    parts: list[dict[str, Any]] = [
+        {"functionCall": {"name": name, "args": args}} for name, args in step.calls
+    ] or [{"text": step.text}]
     prompt_tokens = max(1, len(json.dumps(body)) // 4)
     return {
         "candidates": [
-            {"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}
+            {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         ],
         "usageMetadata": {
             "promptTokenCount": prompt_tokens,
