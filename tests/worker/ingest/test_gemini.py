@@ -169,6 +169,13 @@ def test_after_agent_becomes_a_summarize_with_the_final_answer() -> None:
     assert event.last_assistant_message == "Done: I read README.md and added a Tests line."
 
 
+def test_a_turn_without_text_is_summarized_without_a_message() -> None:
+    # Gemini's own placeholder is no message of the model.
+    event = _one("AfterAgent", prompt_response="[no response text]")
+    assert isinstance(event, Summarize)
+    assert event.last_assistant_message is None
+
+
 def test_session_end_becomes_an_end_with_its_reason() -> None:
     event = _one("SessionEnd")
     assert isinstance(event, End)

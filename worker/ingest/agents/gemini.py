@@ -42,6 +42,8 @@ _PGID_LINE = re.compile(r"\nProcess Group PGID: \d+\s*\Z")
 # The shell tool reports a non-zero exit as a line of its output, not as an `error`.
 _EXIT_CODE = re.compile(r"^Exit Code: (-?\d+)\s*$", re.M)
 _SHELL_TOOL = "run_shell_command"
+# AfterAgent's `prompt_response` when the model's turn ended without text.
+_NO_RESPONSE_TEXT = "[no response text]"
 # replace and write_file put the whole file after this sentence.
 _UPDATED_CODE = " Here is the updated code:"
 
@@ -134,6 +136,8 @@ def events_from_payload(
         ]
     if name == "AfterAgent":
         message = payload.prompt_response
+        if message == _NO_RESPONSE_TEXT:
+            message = None
         return [Summarize(event_id=_event_id(payload), last_assistant_message=message, **common)]
     if name == "SessionEnd":
         return [End(event_id=_event_id(payload), reason=payload.reason, **common)]
