@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,8 @@ from typing import Any
 import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
+from tests.support.ingest import closed_port_url, console_script, subprocess_env
+from tests.worker.ingest.test_cli_hook import HEAVY_MODULES, UNNEEDED_MODULES
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.gemini import (
     ToolResponse,
@@ -232,3 +236,21 @@ def _response(**fields: Any) -> ToolResponse:
     response = decode_payload(json.dumps(payload).encode()).tool_response
     assert isinstance(response, ToolResponse)
     return response
+
+
+@pytest.mark.slow  # the console script, as Gemini runs it on every tool call
+def test_the_gemini_hook_imports_no_heavy_module(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [console_script(), "hook", "gemini"],
+        input=(DATA / "AfterTool-run_shell_command.json").read_text(),
+        capture_output=True, text=True, timeout=30, cwd=tmp_path, check=False,
+        env=subprocess_env(tmp_path, closed_port_url(), PYTHONPROFILEIMPORTTIME="1"),
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert done.stdout == ""
+    imported = set(re.findall(r"\|\s+([\w.]+)\s*$", done.stderr, re.MULTILINE))
+    assert "worker.ingest.agents.gemini" in imported
+    assert "worker.ingest.agents.claude_code" not in imported
+    assert {m for m in imported if m.split(".")[0] in HEAVY_MODULES} == set()
+    assert imported & UNNEEDED_MODULES == set()
+    assert "1 event(s) spooled" in done.stderr  # Redis is away: the call waits in the spool
