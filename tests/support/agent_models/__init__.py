@@ -1,0 +1,1 @@
+"""Loopback fakes of the model APIs the real agents speak, scripted per conversation."""
