@@ -1,10 +1,11 @@
 """A loopback fake of the OpenAI Responses API (streaming SSE), as Codex CLI speaks it.
 
 Each conversation (Codex's `prompt_cache_key`, its thread id) takes the next queued script:
-its Nth model request is answered with the script's Nth step, a tool call or a final
-message; past the script's end every request gets a final "done." message. Every request is
-recorded, so a test can assert what reached the model (e.g. memq's SessionStart context as a
-developer message). Self-contained: it shares nothing with the sibling fakes.
+its Nth model request is answered with the script's Nth step (a tool call or a final
+message), except that a tool search which found nothing is repeated; past the script's end
+every request gets a final "done." message. Every request is recorded, so a test can assert
+what reached the model (e.g. memq's SessionStart context as a developer message).
+Self-contained: it shares nothing with the sibling fakes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ RESPONSES_PATH = "/v1/responses"
 
 
 class FunctionCall(msgspec.Struct, frozen=True, kw_only=True):
-    """A step: the model calls a JSON-schema tool (`shell_command`, `mcp__memq__search`, …)."""
+    """A step: the model calls a JSON-schema tool (Codex's shell is `exec_command` {cmd})."""
 
     name: str
     arguments: dict[str, Any]
@@ -66,7 +67,7 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     headers: dict[str, str]  # names lower-cased
     body: dict[str, Any]
     conversation: str
-    step: int  # 0-based index of this request within its conversation
+    step: int  # the 0-based script step it was answered with
     received_at: float
 
     def messages(self, role: str) -> list[str]:
@@ -79,28 +80,15 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
         ]  # fmt: skip
 
     def tool_outputs(self) -> dict[str, str]:
-        """call_id -> output text of every tool result sent back to the model."""
+        """call_id -> output text (or found tools, as JSON) of every tool result sent back."""
         out: dict[str, str] = {}
         for item in self.body.get("input", []):
             if isinstance(item, dict) and str(item.get("type", "")).endswith("_output"):
-                output = item.get("output")
+                output = item.get("output", item.get("tools"))
                 out[str(item.get("call_id"))] = (
                     output if isinstance(output, str) else json.dumps(output)
                 )
         return out
-
-    def tool_names(self) -> list[str]:
-        """The names of the tools offered to the model (a namespace's tools as `ns` + name)."""
-        names: list[str] = []
-        for tool in self.body.get("tools", []):
-            if not isinstance(tool, dict):
-                continue
-            if tool.get("type") == "namespace":
-                prefix = str(tool.get("name", ""))
-                names += [prefix + str(t.get("name")) for t in tool.get("tools", [])]
-            else:
-                names.append(str(tool.get("name", tool.get("type"))))
-        return names
 
 
 class FakeResponses:

@@ -1,0 +1,296 @@
+"""The real Codex CLI (0.169.0) wired to memq as docs/agents/codex.md says, with a scripted model.
+
+`codex exec` runs offline against the fake Responses API: the model reads a file, runs
+commands (one fails), edits and adds files with apply_patch, searches, calls memq's MCP
+tool and reads a `.env` with secrets in it. memq's hooks publish every call to a real Redis
+and a `memq worker` process stores what the fake observer makes of them. A second session
+then gets the first one's memory at its start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as sync_redis
+import redis.asyncio as aioredis
+
+from pipeline.events import Event, Prompt, Summarize, ToolCall, decode_event
+from tests.support.agent_bins import agent_binary
+from tests.support.agent_models.responses import (
+    CustomCall,
+    FakeResponses,
+    FunctionCall,
+    Message,
+    ToolSearch,
+    fake_responses_fixture,  # noqa: F401
+)
+from tests.support.agent_stack import AgentStack
+from tests.support.fake_observer import FakeObserver
+from tests.support.ingest import REPO, stored_bytes
+from tests.support.worker_checks import outcomes
+from tests.support.worker_harness import sqlite_store
+from worker.keys import Keys
+from worker.storage.records import StoredRow
+
+# Two real Codex sessions, a redis-server and a memq worker.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+DOCS = REPO / "docs" / "agents" / "codex.md"
+API_KEY = "sk-fake-local"
+ANTHROPIC_KEY = (
+    "sk-ant-api03-RHtUVQcDMpg0TMkxpdzPaEMM1ZA7V0FhHVJWDBt2hWdQZUm14QhoxhLPAbQcEFUV2fsjGHb6HrlEOS47"
+    "WgjKCu_0xxKhgAA"
+)
+AWS_SECRET = "KbnHFbDfj3u+ypO09RnKw1zW9/ohP46PbmT1TOkz"
+PROMPT = "Fix the cart discount rounding and note how to run the tests."
+ANSWER = "Cart totals now round after the discount; NOTES.md says how to run the tests."
+PATCH = """*** Begin Patch
+*** Update File: src/cart.py
+@@
+ def total(prices):
+-    return round(sum(prices) * 0.9, 2)
++    discounted = sum(prices) * 0.9
++    return round(discounted, 2)
+*** End Patch
+"""
+NEW_FILE = """*** Begin Patch
+*** Add File: NOTES.md
++Run the tests with `python -m pytest -q`.
+*** End Patch
+"""
+
+
+def _shell(cmd: str) -> FunctionCall:
+    return FunctionCall(name="exec_command", arguments={"cmd": cmd})
+
+
+FIRST_SESSION = [
+    _shell("cat src/cart.py"),
+    _shell("git status --short"),
+    CustomCall(name="apply_patch", input=PATCH),
+    CustomCall(name="apply_patch", input=NEW_FILE),
+    _shell("cat config/settings.yml"),  # no such file: exits 1
+    _shell("grep -rn total src tests"),
+    # Codex defers MCP tools behind tool_search for gpt-5 models: find memq's, then call it.
+    ToolSearch(query="memq search memories"),
+    FunctionCall(namespace="mcp__memq", name="search", arguments={"query": "cart"}),
+    _shell("cat .env"),
+    Message(text=ANSWER),
+]
+# Every call a PostToolUse hook reports, memq's own MCP call aside, is one observation.
+OBSERVED_CALLS = 7
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```$", DOCS.read_text(), re.M | re.S)
+
+
+def _write_codex_config(stack: AgentStack, model: FakeResponses) -> Path:
+    """~/.codex from the docs' blocks (the literal `memq` made the console script's path)."""
+    codex_home = stack.home / ".codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (hooks_block,) = _blocks("json")
+    hooks = json.loads(hooks_block)
+    for groups in hooks["hooks"].values():
+        for group in groups:
+            for handler in group["hooks"]:
+                assert handler["command"].startswith("memq ")
+                handler["command"] = stack.memq + handler["command"][len("memq") :]
+    (codex_home / "hooks.json").write_text(json.dumps(hooks, indent=2))
+    (mcp_block,) = _blocks("toml")
+    mcp_block = mcp_block.replace('command = "memq"', f"command = {json.dumps(stack.memq)}")
+    assert tomllib.loads(mcp_block)["mcp_servers"]["memq"]["command"] == stack.memq
+    provider = f"""model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+
+[model_providers.fake]
+name = "Fake local Responses API"
+base_url = "{model.base_url}"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+
+[projects.{json.dumps(str(stack.project))}]
+trust_level = "trusted"
+
+"""
+    # A worktree run's memq imports that tree; Codex passes MCP servers a bare environment.
+    worktree = stack.env().get("PYTHONPATH")
+    extra = f"\n[mcp_servers.memq.env]\nPYTHONPATH = {json.dumps(worktree)}\n" if worktree else ""
+    config = provider + mcp_block + extra
+    tomllib.loads(config)
+    (codex_home / "config.toml").write_text(config)
+    return codex_home
+
+
+def _codex_exec(stack: AgentStack, codex_home: Path, prompt: str) -> list[dict[str, Any]]:
+    """One `codex exec --json` session in the project; its JSON events."""
+    env = stack.env(FAKE_API_KEY=API_KEY, CODEX_HOME=str(codex_home))
+    done = subprocess.run(
+        [str(agent_binary("codex")), "exec", "--json", "--dangerously-bypass-hook-trust",
+         "-m", "gpt-5.5", prompt],
+        cwd=stack.project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert events[-1]["type"] == "turn.completed", done.stdout[-3000:]
+    return events
+
+
+async def _stream_events(redis_url: str, stack: AgentStack, session: str) -> list[Event]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        entries = await client.xrange(Keys(stack.settings.prefix).events(session))
+    finally:
+        await client.aclose()
+    return [decode_event(fields[b"event"]) for _, fields in entries]
+
+
+def _latest_prompt(stack: AgentStack, session: str) -> str | None:
+    async def read() -> str | None:
+        store = sqlite_store(stack.settings)
+        try:
+            row = await store.latest_prompt(session)
+        finally:
+            await store.aclose()
+        return row.prompt_text if row else None
+
+    return asyncio.run(read())
+
+
+def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
+    tmp_path: Path,
+    redis_url: str,
+    fake_observer: FakeObserver,
+    fake_responses: FakeResponses,
+) -> None:
+    with sync_redis.Redis.from_url(redis_url) as client:
+        client.flushdb()  # stored_bytes reads the whole database
+    stack = AgentStack(tmp_path, redis_url, fake_observer)
+    try:
+        (stack.project / ".env").write_text(
+            f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
+        )
+        codex_home = _write_codex_config(stack, fake_responses)
+        # A worker run creates the (empty) store: memq's MCP search needs one to answer, and
+        # Codex runs no PostToolUse hook for an MCP call that failed.
+        stack.start_worker()
+        _wait_for_file(stack.data_dir / "memq.db")
+        assert stack.worker is not None
+        stack.worker.stop()
+        fake_responses.script(*FIRST_SESSION)
+        first = _codex_exec(stack, codex_home, PROMPT)
+        session = first[0]["thread_id"]
+        # The worker starts after the session, so every event the hooks published is still
+        # in the session's stream (the worker deletes what it has consumed).
+        published = asyncio.run(_stream_events(redis_url, stack, session))
+        _check_published(published, session)
+        _check_no_secret(asyncio.run(_everything_in(redis_url)), fake_observer)
+
+        stack.start_worker()
+        rows = stack.wait_for(observations=OBSERVED_CALLS, summaries=1)
+        _check_stored(stack, session, rows, fake_observer)
+
+        fake_responses.script(
+            ToolSearch(query="memq search memories"),
+            FunctionCall(namespace="mcp__memq", name="search", arguments={"query": "cart"}),
+            Message(text="The cart now rounds after the discount."),
+        )
+        second = _codex_exec(stack, codex_home, "What changed in the cart last time?")
+        later = second[0]["thread_id"]
+        assert later != session
+        requests = [r for r in fake_responses.requests if r.conversation == later]
+        context = "\n".join(requests[0].messages("developer"))
+        # memq's SessionStart output reached the model as a developer message.
+        assert ANSWER[:60] in context, context[-3000:]
+        # memq's MCP search answered from the store with the first session's notes.
+        answers = {k: v for r in requests for k, v in r.tool_outputs().items()}
+        assert any("<memq-notes>" in v for v in answers.values()), answers
+        stack.wait_for(observations=OBSERVED_CALLS, summaries=2)
+        assert [r.kind for r in stack.stored(later)] == ["summary"]
+        # Both sessions' memq MCP calls were consumed without an observation.
+        assert asyncio.run(_own_tool_count(redis_url, stack)) == 2
+        _check_no_secret(asyncio.run(_everything_in(redis_url)), fake_observer)
+    finally:
+        stack.close()
+
+
+def _wait_for_file(path: Path, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} not created within {timeout_s}s"
+        time.sleep(0.1)
+
+
+def _check_published(events: list[Event], session: str) -> None:
+    assert {e.agent for e in events} == {"codex"}
+    assert {e.memory_session_id for e in events} == {session}
+    assert {e.project for e in events} == {"webapp"}
+    kinds = [type(e).__name__ for e in events]
+    assert [kinds[0], *kinds[-2:]] == ["Prompt", "Summarize", "End"], kinds
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.tool_name for c in calls] == [
+        "Bash", "Bash", "apply_patch", "apply_patch", "Bash", "Bash", "mcp__memq__search", "Bash",
+    ]  # fmt: skip
+    assert len({c.event_id for c in calls}) == len(calls)
+    assert calls[0].tool_input == {"command": "cat src/cart.py"}
+    assert "def total(prices)" in str(calls[0].tool_output)
+    assert "Add File: NOTES.md" in calls[3].tool_input["command"]
+    assert "No such file" in str(calls[4].tool_output)
+    (summary,) = [e for e in events if isinstance(e, Summarize)]
+    assert summary.last_assistant_message == ANSWER
+    (prompt,) = [e for e in events if isinstance(e, Prompt)]
+    assert prompt.prompt_text == PROMPT
+
+
+def _check_no_secret(redis_bytes: bytes, observer: FakeObserver) -> None:
+    shown = json.dumps([r.body for r in observer.requests])
+    for secret in (ANTHROPIC_KEY, AWS_SECRET):
+        assert secret.encode() not in redis_bytes
+        assert secret not in shown
+
+
+def _check_stored(
+    stack: AgentStack, session: str, rows: list[StoredRow], observer: FakeObserver
+) -> None:
+    observations = [r for r in rows if r.kind == "observation"]
+    assert len(observations) == OBSERVED_CALLS, [r.title for r in observations]
+    assert {r.project for r in rows} == {"webapp"}
+    assert {r.memory_session_id for r in rows} == {session}
+    (summary,) = [r for r in rows if r.kind == "summary"]
+    assert summary.request == PROMPT
+    assert summary.learned
+    assert ANSWER.startswith(summary.learned[:60])
+    assert _latest_prompt(stack, session) == PROMPT
+    # The observer saw each real call and never memq's own one.
+    shown = "\n".join(r.user for r in observer.requests)
+    for text in ("cat src/cart.py", "git status --short", "Add File: NOTES.md",
+                 "config/settings.yml", "grep -rn total", "cat .env"):  # fmt: skip
+        assert text in shown, text
+    assert "mcp__memq__search" not in shown
+
+
+async def _own_tool_count(redis_url: str, stack: AgentStack) -> int:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        counts = await outcomes(client, stack.settings)
+    finally:
+        await client.aclose()
+    return counts.get("skipped:own-tool", 0)
+
+
+async def _everything_in(redis_url: str) -> bytes:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        return await stored_bytes(client)
+    finally:
+        await client.aclose()
