@@ -68,6 +68,15 @@ NEW_FILE = """*** Begin Patch
 """
 
 
+BAD_PATCH = """*** Begin Patch
+*** Update File: src/checkout.py
+@@
+-pass
++total = 0
+*** End Patch
+"""
+
+
 def _shell(cmd: str) -> FunctionCall:
     return FunctionCall(name="exec_command", arguments={"cmd": cmd})
 
@@ -77,6 +86,7 @@ FIRST_SESSION = [
     _shell("git status --short"),
     CustomCall(name="apply_patch", input=PATCH),
     CustomCall(name="apply_patch", input=NEW_FILE),
+    CustomCall(name="apply_patch", input=BAD_PATCH),  # does not apply: Codex runs no hook
     _shell("cat config/settings.yml"),  # no such file: exits 1
     _shell("grep -rn total src tests"),
     # Codex defers MCP tools behind tool_search for gpt-5 models: find memq's, then call it.
@@ -85,8 +95,9 @@ FIRST_SESSION = [
     _shell("cat .env"),
     Message(text=ANSWER),
 ]
-# Every call a PostToolUse hook reports, memq's own MCP call aside, is one observation.
-OBSERVED_CALLS = 7
+# Every call but memq's own MCP call is one observation; the failed patch is read back from
+# Codex's rollout at Stop, since no PostToolUse hook reports it.
+OBSERVED_CALLS = 8
 
 
 def _blocks(language: str) -> list[str]:
@@ -238,10 +249,16 @@ def _check_published(events: list[Event], session: str) -> None:
     kinds = [type(e).__name__ for e in events]
     assert [kinds[0], *kinds[-2:]] == ["Prompt", "Summarize", "End"], kinds
     calls = [e for e in events if isinstance(e, ToolCall)]
-    assert [c.tool_name for c in calls] == [
-        "Bash", "Bash", "apply_patch", "apply_patch", "Bash", "Bash", "mcp__memq__search", "Bash",
+    # The hooks' calls, then (from the rollout at Stop) the one no hook reported; the Stop
+    # copies of the others were dropped by event id.
+    assert [(c.tool_name, c.failed) for c in calls] == [
+        ("Bash", False), ("Bash", False), ("apply_patch", False), ("apply_patch", False),
+        ("Bash", False), ("Bash", False), ("mcp__memq__search", False), ("Bash", False),
+        ("apply_patch", True),
     ]  # fmt: skip
     assert len({c.event_id for c in calls}) == len(calls)
+    assert "src/checkout.py" in calls[-1].tool_input["command"]
+    assert "apply_patch verification failed" in calls[-1].tool_output
     assert calls[0].tool_input == {"command": "cat src/cart.py"}
     assert "def total(prices)" in str(calls[0].tool_output)
     assert "Add File: NOTES.md" in calls[3].tool_input["command"]
@@ -277,6 +294,7 @@ def _check_stored(
                  "config/settings.yml", "grep -rn total", "cat .env"):  # fmt: skip
         assert text in shown, text
     assert "mcp__memq__search" not in shown
+    assert '<outcome failed="true">apply_patch verification failed' in shown
 
 
 async def _own_tool_count(redis_url: str, stack: AgentStack) -> int:

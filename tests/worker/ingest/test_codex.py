@@ -77,19 +77,64 @@ def test_an_mcp_call_keeps_codexs_name_and_the_call_tool_result() -> None:
 
 
 def test_stop_asks_for_a_summary_with_the_payloads_last_assistant_message() -> None:
+    # The capture's rollout is not here: nothing to read back, the summary request alone.
     (event,) = _read("Stop").events
     assert isinstance(event, Summarize)
     assert event.last_assistant_message == "Done: I read README.md and added a Tests line."
     assert event.agent == "codex"
 
 
-def test_stop_with_a_real_rollout_resends_no_calls_and_keeps_the_payloads_message() -> None:
-    # A real Codex rollout (an exec_command call, its output, the answer "ok"): not a Claude
-    # transcript, so nothing is reconciled from it.
-    hook = _read("Stop", transcript_path=str(DATA / "rollout.jsonl"))
+def _read_raw(payload: dict[str, Any]) -> AgentHook:
+    if payload.get("transcript_path") == "ROLLOUT":
+        payload = {**payload, "transcript_path": str(DATA / "rollout.jsonl")}
+    raw = json.dumps(payload).encode()
+    return reader_for("codex")(raw, project_of=lambda cwd: Path(cwd).name, host="h", now=NOW)
+
+
+def test_stop_resends_the_turns_calls_from_the_rollout_under_their_hooks_event_ids() -> None:
+    # A real turn: two shell commands (one fails), a patch that applies and one that does
+    # not, two tool searches, a failed memq MCP call. Codex ran PostToolUse for three.
+    stop = json.loads((DATA / "Stop-with-rollout.json").read_text())
+    *calls, summary = _read_raw(stop).events
+    assert isinstance(summary, Summarize)
+    assert summary.last_assistant_message == stop["last_assistant_message"]
+    assert all(isinstance(c, ToolCall) for c in calls)
+    tool_calls = [c for c in calls if isinstance(c, ToolCall)]
+    assert [(c.tool_name, c.failed) for c in tool_calls] == [
+        ("Bash", False),
+        ("Bash", True),  # exit 1: Codex's own event says failed
+        ("apply_patch", False),
+        ("apply_patch", True),
+        ("mcp__memq__search", True),
+    ]
+    inputs = [c.tool_input for c in tool_calls]
+    assert inputs[:2] == [{"command": "cat README.md"}, {"command": "cat missing.txt"}]
+    assert "*** Update File: README.md\n" in inputs[2]["command"]
+    assert "*** Update File: nothere.py\n" in inputs[3]["command"]
+    assert inputs[4] == {"query": "port"}
+    outputs = [c.tool_output for c in tool_calls]
+    assert outputs[0] == "# webapp\n"  # as the hook reports it, without Codex's header
+    assert outputs[3].startswith("apply_patch verification failed: Failed to read file")
+    assert outputs[4].startswith("Error executing tool search: no memq database")
+    # The calls a hook reported come again under the same event id: the stream keeps one.
+    hooked = json.loads((DATA / "PostToolUse-with-rollout.json").read_text())
+    hook_ids = {_read_raw(p).events[0].event_id for p in hooked}
+    assert hook_ids == {c.event_id for c in calls[:3]}
+    assert {c.agent for c in calls} == {"codex"}
+    assert all(c.occurred_at != NOW for c in calls)  # the rollout's own timestamps
+
+
+def test_stop_without_a_readable_rollout_still_asks_for_a_summary() -> None:
+    hook = _read("Stop", transcript_path="/nonexistent/rollout.jsonl")
     (event,) = hook.events
     assert isinstance(event, Summarize)
     assert event.last_assistant_message == "Done: I read README.md and added a Tests line."
+
+
+def test_stop_reads_only_its_own_turn_of_the_rollout() -> None:
+    stop = json.loads((DATA / "Stop-with-rollout.json").read_text())
+    (event,) = _read_raw({**stop, "turn_id": "01a23457-0000-7000-8000-000000000000"}).events
+    assert isinstance(event, Summarize)
 
 
 def test_session_start_asks_for_the_context_and_records_nothing() -> None:

@@ -1,11 +1,11 @@
 """Codex CLI hook payloads as memq events: Claude Code's mapping, labelled "codex".
 
 Codex's command hooks send Claude-Code-compatible JSON on stdin (the same field names,
-`Bash` for shell commands, `tool_use_id`), so the Claude Code reader does the mapping. Two
-things differ: the events say agent="codex", and Stop takes its summary text from the
-payload's `last_assistant_message` alone, because `transcript_path` names a Codex rollout,
-which the Claude transcript reader does not understand (no calls are re-sent at Stop).
-`apply_patch`, Codex's edit tool, is an ordinary tool call.
+`Bash` for shell commands, `tool_use_id`), so the Claude Code reader does the mapping, with
+agent="codex". Stop differs: `transcript_path` names a Codex rollout, not a Claude
+transcript, so the turn's calls are read back by codex_rollout (Codex runs no hook for most
+failed calls) and the summary text is the payload's `last_assistant_message`. `apply_patch`,
+Codex's edit tool, is an ordinary tool call.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from datetime import datetime
 
 import msgspec
 
+from pipeline.events import Event, ToolCall
 from worker.ingest.agents import claude_code
+from worker.ingest.agents.codex_rollout import read_turn_calls
 from worker.ingest.agents.registry import SESSION_START, AgentHook
 
 __all__ = ["AGENT", "read_hook"]
@@ -23,15 +25,47 @@ __all__ = ["AGENT", "read_hook"]
 AGENT = "codex"
 
 
+class _Turn(msgspec.Struct, frozen=True):
+    turn_id: str | None = None
+
+
+_TURN = msgspec.json.Decoder(_Turn)
+
+
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
 ) -> AgentHook:
     """One Codex hook input as the events it stands for (see the registry)."""
     payload = claude_code.decode_payload(raw)
-    # Not read as a Claude transcript: a rollout's lines would only ever yield nothing.
+    rollout = payload.transcript_path
+    # Never read as a Claude transcript: a rollout's lines are not Claude's.
     payload = msgspec.structs.replace(payload, transcript_path=None)
     project = project_of(payload.cwd)
     events = claude_code.events_from_payload(
         payload, project=project, host=host, now=now, agent=AGENT
     )
+    if payload.hook_event_name == "Stop":
+        turn_id = _TURN.decode(raw).turn_id  # raw decoded fine just above
+        events = [*_rollout_calls(payload, rollout, turn_id, project, host, now), *events]
     return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+
+
+def _rollout_calls(
+    payload: claude_code.ClaudeCodePayload,
+    rollout: str | None,
+    turn_id: str | None,
+    project: str,
+    host: str,
+    now: datetime,
+) -> list[Event]:
+    events: list[Event] = []
+    for call in read_turn_calls(rollout, turn_id, payload.cwd):
+        event = ToolCall(
+            event_id=claude_code.tool_event_id(payload.session_id, call.tool_use_id),
+            memory_session_id=payload.session_id, project=project,
+            occurred_at=call.occurred_at or now, host=host, agent=AGENT,
+            tool_name=call.tool_name, tool_input=call.tool_input, tool_output=call.result,
+            failed=call.failed, cwd=call.cwd, tool_use_id=call.tool_use_id,
+        )  # fmt: skip
+        events.append(event)
+    return events
