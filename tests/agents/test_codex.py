@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import subprocess
 import time
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis as sync_redis
 import redis.asyncio as aioredis
 
 from pipeline.events import Event, Prompt, Summarize, ToolCall, decode_event
-from tests.support.agent_bins import agent_binary
 from tests.support.agent_models.responses import (
     CustomCall,
     FakeResponses,
@@ -33,8 +28,9 @@ from tests.support.agent_models.responses import (
     fake_responses_fixture,  # noqa: F401
 )
 from tests.support.agent_stack import AgentStack
+from tests.support.codex_agent import codex_exec, write_codex_config
 from tests.support.fake_observer import FakeObserver
-from tests.support.ingest import REPO, stored_bytes
+from tests.support.ingest import stored_bytes
 from tests.support.worker_checks import outcomes
 from tests.support.worker_harness import sqlite_store
 from worker.keys import Keys
@@ -43,8 +39,6 @@ from worker.storage.records import StoredRow
 # Two real Codex sessions, a redis-server and a memq worker.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-DOCS = REPO / "docs" / "agents" / "codex.md"
-API_KEY = "sk-fake-local"
 ANTHROPIC_KEY = (
     "sk-ant-api03-RHtUVQcDMpg0TMkxpdzPaEMM1ZA7V0FhHVJWDBt2hWdQZUm14QhoxhLPAbQcEFUV2fsjGHb6HrlEOS47"
     "WgjKCu_0xxKhgAA"
@@ -66,8 +60,6 @@ NEW_FILE = """*** Begin Patch
 +Run the tests with `python -m pytest -q`.
 *** End Patch
 """
-
-
 BAD_PATCH = """*** Begin Patch
 *** Update File: src/checkout.py
 @@
@@ -98,63 +90,6 @@ FIRST_SESSION = [
 # Every call but memq's own MCP call is one observation; the failed patch is read back from
 # Codex's rollout at Stop, since no PostToolUse hook reports it.
 OBSERVED_CALLS = 8
-
-
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```$", DOCS.read_text(), re.M | re.S)
-
-
-def _write_codex_config(stack: AgentStack, model: FakeResponses) -> Path:
-    """~/.codex from the docs' blocks (the literal `memq` made the console script's path)."""
-    codex_home = stack.home / ".codex"
-    codex_home.mkdir(parents=True, exist_ok=True)
-    (hooks_block,) = _blocks("json")
-    hooks = json.loads(hooks_block)
-    for groups in hooks["hooks"].values():
-        for group in groups:
-            for handler in group["hooks"]:
-                assert handler["command"].startswith("memq ")
-                handler["command"] = stack.memq + handler["command"][len("memq") :]
-    (codex_home / "hooks.json").write_text(json.dumps(hooks, indent=2))
-    (mcp_block,) = _blocks("toml")
-    mcp_block = mcp_block.replace('command = "memq"', f"command = {json.dumps(stack.memq)}")
-    assert tomllib.loads(mcp_block)["mcp_servers"]["memq"]["command"] == stack.memq
-    provider = f"""model_provider = "fake"
-approval_policy = "never"
-sandbox_mode = "danger-full-access"
-
-[model_providers.fake]
-name = "Fake local Responses API"
-base_url = "{model.base_url}"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-
-[projects.{json.dumps(str(stack.project))}]
-trust_level = "trusted"
-
-"""
-    # A worktree run's memq imports that tree; Codex passes MCP servers a bare environment.
-    worktree = stack.env().get("PYTHONPATH")
-    extra = f"\n[mcp_servers.memq.env]\nPYTHONPATH = {json.dumps(worktree)}\n" if worktree else ""
-    config = provider + mcp_block + extra
-    tomllib.loads(config)
-    (codex_home / "config.toml").write_text(config)
-    return codex_home
-
-
-def _codex_exec(stack: AgentStack, codex_home: Path, prompt: str) -> list[dict[str, Any]]:
-    """One `codex exec --json` session in the project; its JSON events."""
-    env = stack.env(FAKE_API_KEY=API_KEY, CODEX_HOME=str(codex_home))
-    done = subprocess.run(
-        [str(agent_binary("codex")), "exec", "--json", "--dangerously-bypass-hook-trust",
-         "-m", "gpt-5.5", prompt],
-        cwd=stack.project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert events[-1]["type"] == "turn.completed", done.stdout[-3000:]
-    return events
 
 
 async def _stream_events(redis_url: str, stack: AgentStack, session: str) -> list[Event]:
@@ -191,7 +126,7 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
         (stack.project / ".env").write_text(
             f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
         )
-        codex_home = _write_codex_config(stack, fake_responses)
+        codex_home = write_codex_config(stack, fake_responses.base_url)
         # A worker run creates the (empty) store: memq's MCP search needs one to answer, and
         # Codex runs no PostToolUse hook for an MCP call that failed.
         stack.start_worker()
@@ -199,7 +134,7 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
         assert stack.worker is not None
         stack.worker.stop()
         fake_responses.script(*FIRST_SESSION)
-        first = _codex_exec(stack, codex_home, PROMPT)
+        first = codex_exec(stack, codex_home, PROMPT)
         session = first[0]["thread_id"]
         # The worker starts after the session, so every event the hooks published is still
         # in the session's stream (the worker deletes what it has consumed).
@@ -216,7 +151,7 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
             FunctionCall(namespace="mcp__memq", name="search", arguments={"query": "cart"}),
             Message(text="The cart now rounds after the discount."),
         )
-        second = _codex_exec(stack, codex_home, "What changed in the cart last time?")
+        second = codex_exec(stack, codex_home, "What changed in the cart last time?")
         later = second[0]["thread_id"]
         assert later != session
         requests = [r for r in fake_responses.requests if r.conversation == later]
@@ -312,3 +247,22 @@ async def _everything_in(redis_url: str) -> bytes:
         return await stored_bytes(client)
     finally:
         await client.aclose()
+
+
+def test_codex_exec_skips_hooks_nobody_trusted_and_says_nothing(
+    tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_responses: FakeResponses
+) -> None:
+    # Why docs/agents/codex.md has the user trust the hooks once in the TUI.
+    with sync_redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
+        stack = AgentStack(tmp_path, redis_url, fake_observer)
+        try:
+            codex_home = write_codex_config(stack, fake_responses.base_url)
+            fake_responses.script(_shell("cat README.md"), Message(text="A tiny shop backend."))
+            events = codex_exec(stack, codex_home, "What is this?", bypass_hook_trust=False)
+        finally:
+            stack.close()
+        ran = [e["item"] for e in events if e["type"] == "item.completed"]
+        assert [i["type"] for i in ran] == ["command_execution", "agent_message"]
+        assert "hook" not in json.dumps(events).lower()  # not a word about skipping them
+        assert client.keys("*") == []  # no hook published anything
