@@ -170,3 +170,17 @@ def test_an_unusable_payload_is_refused_naming_the_field(
 def test_a_post_tool_use_without_a_tool_name_is_refused() -> None:
     with pytest.raises(HookPayloadError, match="tool_name"):
         _read("PostToolUse-Bash", tool_name="")
+
+
+def test_a_call_without_its_output_and_a_torn_line_are_skipped(tmp_path: Path) -> None:
+    stop = json.loads((DATA / "Stop-with-rollout.json").read_text())
+    lines = (DATA / "rollout.jsonl").read_text().splitlines()
+    # The first command's output never came (interrupted); the last line is half written.
+    kept = [line for line in lines if not ('"function_call_output"' in line and "000003" in line)]
+    torn = kept[-1][: len(kept[-1]) // 2]
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_text("\n".join([*kept[:-1], torn]))
+    *calls, _summary = _read_raw({**stop, "transcript_path": str(rollout)}).events
+    assert [c.tool_use_id for c in calls if isinstance(c, ToolCall)] == [
+        "call_fake000006", "call_fake000009", "call_fake000012", "call_fake000021",
+    ]  # fmt: skip

@@ -45,9 +45,12 @@ def read_turn_calls(
     except OSError:
         return []
     marker = turn_id.encode()
+    first = tail.find(marker)  # every line of the turn names it: start at the first one
+    if first < 0:
+        return []
     calls: dict[str, _Call] = {}
-    for line in tail.split(b"\n"):
-        if marker in line:  # every line of the turn names it; the rest are skipped undecoded
+    for line in tail[tail.rfind(b"\n", 0, first) + 1 :].split(b"\n"):
+        if marker in line:  # the rest (token counts, other turns) are skipped undecoded
             _read_line(line, calls)
     finished: list[TranscriptCall] = []
     for call_id, c in calls.items():
