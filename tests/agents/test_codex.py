@@ -79,7 +79,7 @@ FIRST_SESSION = [
     CustomCall(name="apply_patch", input=PATCH),
     CustomCall(name="apply_patch", input=NEW_FILE),
     CustomCall(name="apply_patch", input=BAD_PATCH),  # does not apply: Codex runs no hook
-    _shell("cat config/settings.yml"),  # no such file: exits 1
+    _shell("cat config/settings.yml"),  # no such file: exits 1, marked failed
     _shell("grep -rn total src tests"),
     # Codex defers MCP tools behind tool_search for gpt-5 models: find memq's, then call it.
     ToolSearch(query="memq search memories"),
@@ -90,6 +90,7 @@ FIRST_SESSION = [
 # Every call but memq's own MCP call is one observation; the failed patch is read back from
 # Codex's rollout at Stop, since no PostToolUse hook reports it.
 OBSERVED_CALLS = 8
+CONTEXT_ATTEMPTS = 3
 
 
 async def _stream_events(redis_url: str, stack: AgentStack, session: str) -> list[Event]:
@@ -146,25 +147,31 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
         rows = stack.wait_for(observations=OBSERVED_CALLS, summaries=1)
         _check_stored(stack, session, rows, fake_observer)
 
-        fake_responses.script(
-            ToolSearch(query="memq search memories"),
-            FunctionCall(namespace="mcp__memq", name="search", arguments={"query": "cart"}),
-            Message(text="The cart now rounds after the discount."),
-        )
-        second = codex_exec(stack, codex_home, "What changed in the cart last time?")
-        later = second[0]["thread_id"]
-        assert later != session
-        requests = [r for r in fake_responses.requests if r.conversation == later]
-        context = "\n".join(requests[0].messages("developer"))
+        # The SessionStart hook gives up on the context rather than hold the agent past its
+        # one-second budget, which a loaded machine can exhaust: a few sessions may be tried.
+        later: list[str] = []
+        context = ""
+        while ANSWER[:60] not in context and len(later) < CONTEXT_ATTEMPTS:
+            fake_responses.script(
+                ToolSearch(query="memq search memories"),
+                FunctionCall(namespace="mcp__memq", name="search", arguments={"query": "cart"}),
+                Message(text="The cart now rounds after the discount."),
+            )
+            events = codex_exec(stack, codex_home, "What changed in the cart last time?")
+            later.append(events[0]["thread_id"])
+            requests = [r for r in fake_responses.requests if r.conversation == later[-1]]
+            context = "\n".join(requests[0].messages("developer"))
+            # memq's MCP search answered from the store with the first session's notes.
+            answers = {k: v for r in requests for k, v in r.tool_outputs().items()}
+            assert any("<memq-notes>" in v for v in answers.values()), answers
         # memq's SessionStart output reached the model as a developer message.
-        assert ANSWER[:60] in context, context[-3000:]
-        # memq's MCP search answered from the store with the first session's notes.
-        answers = {k: v for r in requests for k, v in r.tool_outputs().items()}
-        assert any("<memq-notes>" in v for v in answers.values()), answers
-        stack.wait_for(observations=OBSERVED_CALLS, summaries=2)
-        assert [r.kind for r in stack.stored(later)] == ["summary"]
-        # Both sessions' memq MCP calls were consumed without an observation.
-        assert asyncio.run(_own_tool_count(redis_url, stack)) == 2
+        assert ANSWER[:60] in context, f"no memq context in {len(later)} sessions"
+        assert session not in later
+        stack.wait_for(observations=OBSERVED_CALLS, summaries=1 + len(later))
+        for other in later:
+            assert [r.kind for r in stack.stored(other)] == ["summary"]
+        # Every session's memq MCP call was consumed without an observation.
+        assert asyncio.run(_own_tool_count(redis_url, stack)) == 1 + len(later)
         _check_no_secret(asyncio.run(_everything_in(redis_url)), fake_observer)
     finally:
         stack.close()
@@ -188,7 +195,7 @@ def _check_published(events: list[Event], session: str) -> None:
     # copies of the others were dropped by event id.
     assert [(c.tool_name, c.failed) for c in calls] == [
         ("Bash", False), ("Bash", False), ("apply_patch", False), ("apply_patch", False),
-        ("Bash", False), ("Bash", False), ("mcp__memq__search", False), ("Bash", False),
+        ("Bash", True), ("Bash", False), ("mcp__memq__search", False), ("Bash", False),
         ("apply_patch", True),
     ]  # fmt: skip
     assert len({c.event_id for c in calls}) == len(calls)
@@ -230,6 +237,7 @@ def _check_stored(
         assert text in shown, text
     assert "mcp__memq__search" not in shown
     assert '<outcome failed="true">apply_patch verification failed' in shown
+    assert '<outcome failed="true">cat: config/settings.yml: No such file' in shown
 
 
 async def _own_tool_count(redis_url: str, stack: AgentStack) -> int:

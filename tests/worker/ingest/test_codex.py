@@ -184,3 +184,21 @@ def test_a_call_without_its_output_and_a_torn_line_are_skipped(tmp_path: Path) -
     assert [c.tool_use_id for c in calls if isinstance(c, ToolCall)] == [
         "call_fake000006", "call_fake000009", "call_fake000012", "call_fake000021",
     ]  # fmt: skip
+
+
+def test_a_failed_shell_command_is_marked_failed_from_codexs_record_of_it() -> None:
+    # The payloads hold no exit code; the rollout's item_completed (written before the hook
+    # runs, seen in 0.169.0) says `cat missing.txt` failed.
+    hooked = json.loads((DATA / "PostToolUse-with-rollout.json").read_text())
+    calls = [_read_raw(p).events[0] for p in hooked]
+    assert [(c.tool_name, c.failed) for c in calls if isinstance(c, ToolCall)] == [
+        ("Bash", False),
+        ("Bash", True),
+        ("apply_patch", False),
+    ]
+
+
+def test_without_the_rollout_a_shell_command_is_not_marked_failed() -> None:
+    (event,) = _read("PostToolUse-Bash", transcript_path="/nonexistent/rollout.jsonl").events
+    assert isinstance(event, ToolCall)
+    assert not event.failed

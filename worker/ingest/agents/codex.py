@@ -2,10 +2,11 @@
 
 Codex's command hooks send Claude-Code-compatible JSON on stdin (the same field names,
 `Bash` for shell commands, `tool_use_id`), so the Claude Code reader does the mapping, with
-agent="codex". Stop differs: `transcript_path` names a Codex rollout, not a Claude
-transcript, so the turn's calls are read back by codex_rollout (Codex runs no hook for most
-failed calls) and the summary text is the payload's `last_assistant_message`. `apply_patch`,
-Codex's edit tool, is an ordinary tool call.
+agent="codex". `transcript_path` names a Codex rollout, not a Claude transcript, and
+codex_rollout reads what the payloads lack: whether a shell command failed (its payload has
+no exit code), and at Stop the turn's calls (Codex runs no hook for most failed calls).
+Stop's summary text is the payload's `last_assistant_message`. `apply_patch`, Codex's edit
+tool, is an ordinary tool call.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import msgspec
 
 from pipeline.events import Event, ToolCall
 from worker.ingest.agents import claude_code
-from worker.ingest.agents.codex_rollout import read_turn_calls
+from worker.ingest.agents.codex_rollout import has_failed, read_turn_calls
 from worker.ingest.agents.registry import SESSION_START, AgentHook
 
 __all__ = ["AGENT", "read_hook"]
@@ -44,7 +45,11 @@ def read_hook(
     events = claude_code.events_from_payload(
         payload, project=project, host=host, now=now, agent=AGENT
     )
-    if payload.hook_event_name == "Stop":
+    if payload.tool_name == "Bash" and payload.hook_event_name == "PostToolUse":
+        # The payload has no exit code; Codex's rollout has already recorded the verdict.
+        if has_failed(rollout, payload.tool_use_id):
+            events = [msgspec.structs.replace(e, failed=True) for e in events]
+    elif payload.hook_event_name == "Stop":
         turn_id = _TURN.decode(raw).turn_id  # raw decoded fine just above
         events = [*_rollout_calls(payload, rollout, turn_id, project, host, now), *events]
     return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)

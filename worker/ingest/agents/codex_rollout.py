@@ -19,6 +19,7 @@ import msgspec
 from worker.ingest.agents.transcript import TranscriptCall
 
 _TAIL_BYTES = 8 * 1024 * 1024  # a turn's lines are near the end
+_CALL_TAIL_BYTES = 1024 * 1024  # a call's own lines were written just before its hook ran
 _FAILED = frozenset({"failed", "declined"})
 
 
@@ -31,19 +32,31 @@ class _Call(msgspec.Struct, kw_only=True):
     occurred_at: datetime | None = None
 
 
+def has_failed(rollout_path: str | None, call_id: str | None) -> bool:
+    """Whether Codex's own record of call `call_id` says it failed (False when unknown).
+
+    A shell command's PostToolUse payload has no exit code, but by the time the hook runs
+    the rollout holds the command's `item_completed` event, with its status.
+    """
+    if not rollout_path or not call_id:
+        return False
+    tail = _tail(rollout_path, _CALL_TAIL_BYTES)
+    marker = f'"id":"{call_id}"'.encode()
+    for line in reversed(tail.split(b"\n")):
+        if marker in line and b'"item_completed"' in line:
+            calls = {call_id: _Call(tool_name="", tool_input=None)}
+            _read_line(line, calls)
+            return calls[call_id].status in _FAILED
+    return False
+
+
 def read_turn_calls(
     rollout_path: str | None, turn_id: str | None, cwd: str
 ) -> list[TranscriptCall]:
     """The finished tool calls of turn `turn_id`, in order; empty when unreadable."""
     if not rollout_path or not turn_id:
         return []
-    try:
-        with open(rollout_path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - _TAIL_BYTES))
-            tail = f.read()
-    except OSError:
-        return []
+    tail = _tail(rollout_path, _TAIL_BYTES)
     marker = turn_id.encode()
     first = tail.find(marker)  # every line of the turn names it: start at the first one
     if first < 0:
@@ -61,6 +74,16 @@ def read_turn_calls(
             )  # fmt: skip
             finished.append(call)
     return finished
+
+
+def _tail(path: str, size: int) -> bytes:
+    """The file's last `size` bytes; empty when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _read_line(line: bytes, calls: dict[str, _Call]) -> None:
