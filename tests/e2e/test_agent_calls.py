@@ -37,8 +37,10 @@ async def test_memqs_own_mcp_calls_are_consumed_counted_and_never_shown(
         await drain(rt, arq_redis)
     shown = "\n".join(r.user for r in fake_observer.requests)
     assert "pytest -q" in shown
-    assert "mcp__memq__search" not in shown and "mcp_memq_search" not in shown
-    assert "mcp__notes__timeline" not in shown and "Cart rounding" not in shown
+    assert "mcp__memq__search" not in shown
+    assert "mcp_memq_search" not in shown
+    assert "mcp__notes__timeline" not in shown
+    assert "Cart rounding" not in shown
     assert "fix the cart" in shown  # the request the own calls rode with still reaches it
     assert len(await observations(settings, "s1")) == 1
     counts = await outcomes(arq_redis, settings)
@@ -50,8 +52,8 @@ async def test_a_failed_call_is_framed_as_failed_for_the_observer(
     tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
 ) -> None:
     settings = make_settings(tmp_path, redis_url, fake_observer.url)
-    failing = tool_call("s2", 1, tool_input={"command": "pytest -q"}, output="Exit code 1\n1 failed",
-                        failed=True)  # fmt: skip
+    error = "Exit code 1\n1 failed"
+    failing = tool_call("s2", 1, tool_input={"command": "pytest -q"}, output=error, failed=True)
     passing = tool_call("s2", 2, tool_input={"command": "ls"}, output="a b")
     await publish(arq_redis, settings, prompt("s2", 1, "run the tests"), failing, passing)
     async with running_runtime(settings, arq_redis) as rt:

@@ -87,11 +87,11 @@ class AgentStack:
     def start_agent_endpoint(self) -> str:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
         port = free_port()
-        log = (self._root / f"agent-{port}.log").open("wb")
-        proc = subprocess.Popen(
-            [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        with (self._root / f"agent-{port}.log").open("wb") as log:  # the child keeps its own fd
+            proc = subprocess.Popen(
+                [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         self._processes.append(proc)
         url = f"http://127.0.0.1:{port}"
         _wait_for_http(url + "/healthz", proc)

@@ -1,1 +1,1 @@
-"""Loopback fakes of the model APIs the real agents speak, scripted per conversation."""
+"""Loopback fakes of the model APIs the real agents speak, scripted step by step."""

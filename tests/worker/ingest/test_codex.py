@@ -66,14 +66,19 @@ def test_apply_patch_is_an_ordinary_tool_call_with_the_patch_as_input() -> None:
     assert "Success. Updated the following files:\nM README.md" in event.tool_output
 
 
-def test_an_mcp_call_keeps_codexs_name_and_the_call_tool_result() -> None:
+def test_an_mcp_call_keeps_codexs_name_and_the_results_text() -> None:
     (event,) = _read("PostToolUse-mcp__memq__search").events
     assert isinstance(event, ToolCall)
     assert event.tool_name == "mcp__memq__search"
-    assert event.tool_output == {
-        "content": [{"type": "text", "text": "no memories yet"}],
-        "isError": False,
-    }
+    assert event.tool_output == "no memories yet"  # the CallToolResult's text blocks
+
+
+def test_an_mcp_result_that_is_not_plain_text_blocks_is_kept_whole() -> None:
+    image = {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+             "isError": False}  # fmt: skip
+    (event,) = _read("PostToolUse-mcp__memq__search", tool_response=image).events
+    assert isinstance(event, ToolCall)
+    assert event.tool_output == image
 
 
 def test_stop_asks_for_a_summary_with_the_payloads_last_assistant_message() -> None:
@@ -140,6 +145,11 @@ def test_stop_reads_only_its_own_turn_of_the_rollout() -> None:
 def test_session_start_asks_for_the_context_and_records_nothing() -> None:
     hook = _read("SessionStart")
     assert (hook.session_start, hook.events, hook.project) == (True, [], "webapp")
+
+
+def test_a_resumed_session_is_not_given_the_context_again() -> None:
+    hook = _read("SessionStart", source="resume")
+    assert (hook.session_start, hook.events) == (False, [])
 
 
 def test_session_end_becomes_an_end_with_codexs_reason() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -40,7 +41,9 @@ def read_hook(
     payload = claude_code.decode_payload(raw)
     rollout = payload.transcript_path
     # Never read as a Claude transcript: a rollout's lines are not Claude's.
-    payload = msgspec.structs.replace(payload, transcript_path=None)
+    payload = msgspec.structs.replace(
+        payload, transcript_path=None, tool_response=_mcp_content(payload.tool_response)
+    )
     project = project_of(payload.cwd)
     events = claude_code.events_from_payload(
         payload, project=project, host=host, now=now, agent=AGENT
@@ -52,7 +55,21 @@ def read_hook(
     elif payload.hook_event_name == "Stop":
         turn_id = _TURN.decode(raw).turn_id  # raw decoded fine just above
         events = [*_rollout_calls(payload, rollout, turn_id, project, host, now), *events]
-    return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+    # A resumed conversation holds the context it was given at its start: not again.
+    starting = payload.hook_event_name == SESSION_START and payload.source != "resume"
+    return AgentHook(starting, payload.cwd, project, events)
+
+
+def _mcp_content(response: Any) -> Any:
+    """An MCP result's content blocks (Claude Code's shape, kept as their text), else as is."""
+    # Codex reports the whole CallToolResult; only its content says what the tool answered.
+    if not (isinstance(response, dict) and set(response) == {"content", "isError"}):
+        return response
+    content = response["content"]
+    texts = isinstance(content, list) and all(
+        isinstance(b, dict) and b.get("type") == "text" for b in content
+    )
+    return content if texts and response["isError"] is False else response
 
 
 def _rollout_calls(
