@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
+from tests.support.ingest import closed_port_url, console_script, subprocess_env
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.claude_code import HookPayloadError, tool_event_id
 from worker.ingest.agents.registry import AgentHook, reader_for
@@ -212,3 +215,21 @@ def test_without_the_rollout_a_shell_command_is_not_marked_failed() -> None:
     (event,) = _read("PostToolUse-Bash", transcript_path="/nonexistent/rollout.jsonl").events
     assert isinstance(event, ToolCall)
     assert not event.failed
+
+
+@pytest.mark.slow  # runs the console script
+def test_the_codex_hook_imports_nothing_heavy(tmp_path: Path) -> None:
+    # PostToolUse runs on every tool call: the fast path, the Codex reader and the rollout
+    # check load no CLI framework, client library or json module.
+    payload = json.loads((DATA / "PostToolUse-with-rollout.json").read_text())[1]
+    payload["transcript_path"] = str(DATA / "rollout.jsonl")
+    done = subprocess.run(
+        [console_script(), "hook", "codex"], input=json.dumps(payload), capture_output=True,
+        text=True, timeout=30, cwd=tmp_path, check=False,
+        env=subprocess_env(tmp_path, closed_port_url(), PYTHONPROFILEIMPORTTIME="1"),
+    )  # fmt: skip
+    assert done.returncode == 0
+    imported = set(re.findall(r"\|\s+([\w.]+)\s*$", done.stderr, re.MULTILINE))
+    assert {"worker.ingest.hook", "worker.ingest.agents.codex_rollout"} <= imported
+    heavy = {"typer", "click", "redis", "arq", "anthropic", "openai", "aiosqlite", "httpx", "json"}
+    assert {m for m in imported if m.split(".")[0] in heavy} == set()

@@ -3,13 +3,14 @@
 Codex runs no PostToolUse hook for a call that failed, except a shell command (seen in
 0.169.0: a patch that does not apply, an MCP tool error, a missing image), so at Stop the
 turn is read back from the rollout and each finished call is published again under the
-event id its hook would have used: the publish script keeps the first copy only, and the
-calls no hook reported are recorded, marked failed.
+event id its hook would have used: the publish script keeps the first copy only, so the
+calls no hook reported are recorded, marked failed when Codex's own record says so (or a
+patch's output is its error). A shell command's hook has no exit code either, but its
+rollout record, already written when the hook runs, has the status (`has_failed`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 from typing import Any
@@ -124,8 +125,8 @@ def _named(item: dict[str, Any]) -> tuple[str, Any] | None:
     if item.get("type") == "custom_tool_call":  # freeform: apply_patch's input is the patch
         return name, {"command": item.get("input")}
     try:
-        arguments = json.loads(item.get("arguments") or "{}")
-    except (TypeError, ValueError):
+        arguments = msgspec.json.decode(item.get("arguments") or "{}")
+    except (TypeError, msgspec.DecodeError):
         arguments = item.get("arguments")
     if name == "exec_command" and isinstance(arguments, dict):
         return "Bash", {"command": arguments.get("cmd")}
