@@ -176,7 +176,7 @@ def test_pre_tool_use_records_nothing() -> None:
 def test_an_unusable_payload_is_refused_naming_the_field(
     changes: dict[str, Any], reason: str
 ) -> None:
-    with pytest.raises(HookPayloadError, match=reason):
+    with pytest.raises(HookPayloadError, match=rf"^bad Codex hook payload: .*{reason}"):
         _read("PostToolUse-Bash", **changes)
 
 
