@@ -173,6 +173,10 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
         # Every session's memq MCP call was consumed without an observation.
         assert asyncio.run(_own_tool_count(redis_url, stack)) == 1 + len(later)
         _check_no_secret(asyncio.run(_everything_in(redis_url)), fake_observer)
+        # Nor memq's data dir (the SQLite store and its WAL, the spool, logs).
+        on_disk = b"".join(p.read_bytes() for p in stack.data_dir.rglob("*") if p.is_file())
+        for secret in (ANTHROPIC_KEY, AWS_SECRET):
+            assert secret.encode() not in on_disk
     finally:
         stack.close()
 
