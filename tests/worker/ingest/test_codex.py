@@ -233,3 +233,4 @@ def test_the_codex_hook_imports_nothing_heavy(tmp_path: Path) -> None:
     assert {"worker.ingest.hook", "worker.ingest.agents.codex_rollout"} <= imported
     heavy = {"typer", "click", "redis", "arq", "anthropic", "openai", "aiosqlite", "httpx", "json"}
     assert {m for m in imported if m.split(".")[0] in heavy} == set()
+    assert "worker.ingest.agents.transcript" not in imported  # Claude's, read at its Stop only

@@ -86,13 +86,13 @@ def _rollout_calls(
     now: datetime,
 ) -> list[Event]:
     events: list[Event] = []
-    for call in read_turn_calls(rollout, turn_id, payload.cwd):
+    for call in read_turn_calls(rollout, turn_id):
         event = ToolCall(
             event_id=claude_code.tool_event_id(payload.session_id, call.tool_use_id),
             memory_session_id=payload.session_id, project=project,
             occurred_at=call.occurred_at or now, host=host, agent=AGENT,
             tool_name=call.tool_name, tool_input=call.tool_input, tool_output=call.result,
-            failed=call.failed, cwd=call.cwd, tool_use_id=call.tool_use_id,
+            failed=call.failed, cwd=payload.cwd, tool_use_id=call.tool_use_id,
         )  # fmt: skip
         events.append(event)
     return events

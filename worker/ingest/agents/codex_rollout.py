@@ -17,11 +17,20 @@ from typing import Any
 
 import msgspec
 
-from worker.ingest.agents.transcript import TranscriptCall
-
 _TAIL_BYTES = 8 * 1024 * 1024  # a turn's lines are near the end
 _CALL_TAIL_BYTES = 1024 * 1024  # a call's own lines were written just before its hook ran
 _FAILED = frozenset({"failed", "declined"})
+
+
+class RolloutCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished tool call of the turn, named as its PostToolUse hook names it."""
+
+    tool_use_id: str
+    tool_name: str
+    tool_input: Any
+    result: Any
+    failed: bool
+    occurred_at: datetime | None
 
 
 class _Call(msgspec.Struct, kw_only=True):
@@ -51,9 +60,7 @@ def has_failed(rollout_path: str | None, call_id: str | None) -> bool:
     return False
 
 
-def read_turn_calls(
-    rollout_path: str | None, turn_id: str | None, cwd: str
-) -> list[TranscriptCall]:
+def read_turn_calls(rollout_path: str | None, turn_id: str | None) -> list[RolloutCall]:
     """The finished tool calls of turn `turn_id`, in order; empty when unreadable."""
     if not rollout_path or not turn_id:
         return []
@@ -66,12 +73,12 @@ def read_turn_calls(
     for line in tail[tail.rfind(b"\n", 0, first) + 1 :].split(b"\n"):
         if marker in line:  # the rest (token counts, other turns) are skipped undecoded
             _read_line(line, calls)
-    finished: list[TranscriptCall] = []
+    finished: list[RolloutCall] = []
     for call_id, c in calls.items():
         if c.finished:
-            call = TranscriptCall(
+            call = RolloutCall(
                 tool_use_id=call_id, tool_name=c.tool_name, tool_input=c.tool_input,
-                result=c.result, failed=_failed(c), occurred_at=c.occurred_at, cwd=cwd,
+                result=c.result, failed=_failed(c), occurred_at=c.occurred_at,
             )  # fmt: skip
             finished.append(call)
     return finished
