@@ -44,4 +44,8 @@ def reader_for(agent: str) -> HookReader:
         from worker.ingest.agents import claude_code
 
         return claude_code.read_hook
+    if agent == "codex":
+        from worker.ingest.agents import codex
+
+        return codex.read_hook
     raise HookPayloadError(f"unknown agent {agent!r}: memq takes hooks from {', '.join(AGENTS)}")
