@@ -21,10 +21,13 @@ def apply_plan(plan: Plan, now: datetime) -> dict[Path, Path]:
         try:
             if edit.before is not None:
                 backups[edit.path] = _back_up(edit.path, edit.before, stamp)
-            if edit.after is None:
-                edit.path.unlink(missing_ok=True)
-            else:
+            if edit.after is not None:
                 _write(edit.path, edit.after)
+            elif edit.path.is_symlink() and edit.show_diff:
+                # A settings file kept elsewhere (dotfiles): emptied through the link, kept.
+                _write(edit.path, b"{}\n" if edit.path.suffix == ".json" else b"")
+            else:
+                edit.path.unlink(missing_ok=True)
         except OSError as e:
             raise InstallError(f"cannot write {edit.path} ({e.strerror})") from e
     return backups
@@ -81,6 +84,7 @@ def _back_up(path: Path, content: bytes, stamp: str) -> Path:
 
 
 def _write(path: Path, content: bytes) -> None:
+    path = path.resolve() if path.is_symlink() else path  # the link stays; its file changes
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.memq-writing")
     temporary.write_bytes(content)

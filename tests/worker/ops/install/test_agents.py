@@ -97,3 +97,22 @@ def test_the_opencode_plugin_is_copied_and_removed(target: Target, tmp_path: Pat
     missing = Target(memq=MEMQ, home=target.home, plugin_source=tmp_path / "nope.js")
     with pytest.raises(InstallError, match="OpenCode plugin file is missing at"):
         plan_install("opencode", missing)
+
+
+def test_a_symlinked_settings_file_is_changed_through_its_link(target: Target) -> None:
+    dotfiles = target.home / "dotfiles" / "settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('{"model": "opus"}')
+    link = target.home / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(dotfiles)
+    apply_plan(plan_install("claude-code", target), NOW)
+    assert link.is_symlink()
+    assert "hooks" in json.loads(dotfiles.read_text())
+    apply_plan(plan_uninstall("claude-code", target), NOW)
+    assert link.is_symlink()
+    assert json.loads(dotfiles.read_text()) == {"model": "opus"}
+    dotfiles.write_text("{}")
+    apply_plan(plan_install("claude-code", target), NOW)
+    apply_plan(plan_uninstall("claude-code", target), NOW)
+    assert (link.is_symlink(), dotfiles.read_text()) == (True, "{}\n")
