@@ -79,6 +79,7 @@ def test_codex_lists_memqs_mcp_server(bins: dict[str, Path], home: Path) -> None
     rows = [line.split() for line in run_agent(bins["codex"], home, "mcp", "list").splitlines()]
     assert ["memq", console_script(), "mcp"] in [row[:3] for row in rows]
     assert ["other", "other-mcp"] in [row[:2] for row in rows]
+    assert "MEMQ_DATA_DIR=" in run_agent(bins["codex"], home, "mcp", "get", "memq")  # env_vars
 
 
 def test_gemini_validates_the_settings_and_lists_memq(bins: dict[str, Path], home: Path) -> None:

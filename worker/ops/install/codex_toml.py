@@ -14,10 +14,17 @@ from worker.ops.install.hook_entries import ShapeError
 
 _SERVERS = "mcp_servers"
 _NAME = "memq"
+# Codex starts MCP servers with a bare environment: pass on memq's settings where the user
+# sets them in the shell (docs/agents/codex.md).
+PASSED_ENV_VARS = ("MEMQ_CONFIG", "MEMQ_DATA_DIR", "MEMQ_DATABASE_URL", "MEMQ_PROJECT")
 
 
 def put_memq_server(text: str, memq: str) -> str:
-    """`text` with `[mcp_servers.memq]` running `<memq> mcp`; the table's other keys stay."""
+    """`text` with `[mcp_servers.memq]` running `<memq> mcp`; the table's other keys stay.
+
+    A new table also passes memq's settings variables on (`env_vars`); an existing one keeps
+    the user's choice of them.
+    """
     doc = _parse(text)
     servers = doc.get(_SERVERS)
     if servers is None:
@@ -35,6 +42,7 @@ def put_memq_server(text: str, memq: str) -> str:
         entry = tomlkit.inline_table() if isinstance(servers, InlineTable) else tomlkit.table()
         entry["command"] = memq
         entry["args"] = ["mcp"]
+        entry["env_vars"] = list(PASSED_ENV_VARS)
         if isinstance(entry, Table):
             entry.add(tomlkit.nl())  # a blank line before whatever table follows
         servers[_NAME] = entry

@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from worker.ops.install.codex_toml import drop_memq_server, put_memq_server
+from worker.ops.install.codex_toml import PASSED_ENV_VARS, drop_memq_server, put_memq_server
 from worker.ops.install.hook_entries import ShapeError
 
 MEMQ = "/x/bin/memq"
@@ -27,7 +27,9 @@ trust_level = "trusted"
 )
 def test_put_then_drop_gives_back_the_users_file(text: str) -> None:
     put = put_memq_server(text, MEMQ)
-    assert tomllib.loads(put)["mcp_servers"]["memq"] == {"command": MEMQ, "args": ["mcp"]}
+    assert tomllib.loads(put)["mcp_servers"]["memq"] == {
+        "command": MEMQ, "args": ["mcp"], "env_vars": list(PASSED_ENV_VARS),
+    }  # fmt: skip
     assert put_memq_server(put, MEMQ) == put
     assert drop_memq_server(put) == text
     assert drop_memq_server(text) == text
