@@ -13,7 +13,7 @@ from typer.testing import CliRunner, Result
 
 from tests.support.ingest import console_script
 from worker.cli.app import app
-from worker.cli.commands import install as install_command
+from worker.ops.install import layouts
 
 RUNNER = CliRunner()
 AGENTS = ["claude-code", "codex", "gemini", "opencode"]
@@ -73,7 +73,7 @@ def temp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     plugin = tmp_path / "opencode_plugin.js"
     plugin.write_text(PLUGIN)
-    monkeypatch.setattr(install_command, "OPENCODE_PLUGIN", plugin)
+    monkeypatch.setattr(layouts, "OPENCODE_PLUGIN", plugin)
     return home
 
 

@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
     from worker.ops.install import HttpHooks, Plan, Target
 
-OPENCODE_PLUGIN = Path(__file__).resolve().parents[2] / "ingest" / "agents" / "opencode_plugin.js"
-"""memq's OpenCode plugin, copied into OpenCode's plugin folder by `memq install opencode`."""
-
 
 class AgentName(enum.StrEnum):
     """The agents memq installs into (worker.ops.install.AGENTS)."""
@@ -100,7 +97,6 @@ def _target(project: bool) -> Target:
         home=Path.home(),
         project=Path.cwd() if project else None,
         environ=environ,
-        plugin_source=OPENCODE_PLUGIN,
     )
 
 

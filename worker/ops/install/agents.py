@@ -97,9 +97,10 @@ def _copy_edit(file: CopiedFile, before: bytes | None, action: Action, home: Pat
         if before is None:
             return None
         return Edit(path=file.path, before=before, after=None, show_diff=False)
-    if file.source is None or not file.source.is_file():
-        where = "" if file.source is None else f" at {file.source}"
-        raise InstallError(f"memq's OpenCode plugin file is missing{where}; nothing was written")
+    if not file.source.is_file():
+        raise InstallError(
+            f"memq's OpenCode plugin file is missing at {file.source}; nothing was written"
+        )
     source = file.source.read_bytes()
     if source == before:
         return None

@@ -18,6 +18,8 @@ from worker.ops.install.hook_entries import (
 from worker.ops.install.json_settings import drop_server, put_server
 from worker.ops.install.model import Target, UnsupportedInstallError
 
+OPENCODE_PLUGIN = Path(__file__).resolve().parents[2] / "ingest" / "agents" / "opencode_plugin.js"
+"""memq's OpenCode plugin (package data), copied into OpenCode's plugin folder."""
 CODEX_TIMEOUT_S = 10
 GEMINI_TIMEOUT_MS = 5000
 HTTP_TIMEOUT_S = 5
@@ -43,7 +45,7 @@ class CopiedFile(msgspec.Struct, frozen=True):
     """A file memq owns outright (OpenCode's plugin): copied in, deleted on uninstall."""
 
     path: Path
-    source: Path | None
+    source: Path
 
 
 AgentFile = JsonFile | TomlFile | CopiedFile
@@ -150,7 +152,7 @@ def _opencode(target: Target) -> list[AgentFile]:
         base = (Path(config_home) if config_home else target.home / ".config") / "opencode"
     entry: Json = {"type": "local", "command": [target.memq, "mcp"], "enabled": True}
     return [
-        CopiedFile(base / "plugin" / "memq.js", target.plugin_source),
+        CopiedFile(base / "plugin" / "memq.js", target.plugin_source or OPENCODE_PLUGIN),
         _server_file(base / "opencode.json", "mcp", entry),
     ]
 

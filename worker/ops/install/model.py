@@ -42,7 +42,7 @@ class Target(msgspec.Struct, frozen=True, kw_only=True):
     environ: dict[str, str] = msgspec.field(default_factory=dict)
     """Where the agents look for their user settings (CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_*)."""
     plugin_source: Path | None = None
-    """OpenCode's memq plugin file, copied into its plugin folder."""
+    """OpenCode's memq plugin file to copy; None: the one memq ships (layouts.OPENCODE_PLUGIN)."""
 
 
 class Edit(msgspec.Struct, frozen=True, kw_only=True):
