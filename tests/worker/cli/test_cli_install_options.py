@@ -44,7 +44,7 @@ def test_project_writes_the_projects_own_files_only(
 
 
 def test_claude_code_project_server_is_in_mcp_json(project: Path) -> None:
-    memq("install", "claude-code", "--project")
+    assert "asks once" in memq("install", "claude-code", "--project").stdout
     server = read_settings(project / ".mcp.json")["mcpServers"]["memq"]
     assert server == {"type": "stdio", "command": console_script(), "args": ["mcp"]}
 

@@ -18,6 +18,7 @@ CODEX_TRUST_STEP = (
     ' and continue" (memq never writes the trust entries itself).'
 )
 GEMINI_TRUST_NOTE = "Gemini starts MCP servers only in folders you trust."
+CLAUDE_PROJECT_NOTE = "Claude Code asks once before it starts the servers of a project's .mcp.json."
 HTTP_NOTE = (
     "The HTTP hooks need `memq agent` running (`memq up`, or deploy/systemd/memq-agent.service);"
     " SessionStart stays a command hook."
@@ -32,6 +33,8 @@ def plan_install(agent: str, target: Target) -> Plan:
         notes.append(CODEX_TRUST_STEP)
     if agent == "gemini" and edits:
         notes.append(GEMINI_TRUST_NOTE)
+    if any(edit.path.name == ".mcp.json" for edit in edits):
+        notes.append(CLAUDE_PROJECT_NOTE)
     if target.http is not None and edits:
         notes.append(HTTP_NOTE)
     return Plan(agent=agent, action="install", edits=edits, notes=tuple(notes))

@@ -23,6 +23,22 @@ OPENCODE_PLUGIN = Path(__file__).resolve().parents[2] / "ingest" / "agents" / "o
 CODEX_TIMEOUT_S = 10
 GEMINI_TIMEOUT_MS = 5000
 HTTP_TIMEOUT_S = 5
+HOOK_EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "claude-code": (
+        ("SessionStart", None), ("UserPromptSubmit", None), ("PostToolUse", "*"),
+        ("PostToolUseFailure", "*"), ("Stop", None), ("SessionEnd", None),
+    ),
+    "codex": (
+        ("SessionStart", None), ("UserPromptSubmit", None), ("PostToolUse", "*"),
+        ("Stop", None), ("SessionEnd", None),
+    ),
+    # Never BeforeModel/AfterModel/BeforeToolSelection: each fires per model call or chunk.
+    "gemini": (
+        ("SessionStart", None), ("BeforeAgent", None), ("AfterTool", "*"),
+        ("AfterAgent", None), ("SessionEnd", None),
+    ),
+}  # fmt: skip
+"""The events memq's hook listens to, each with its matcher (None: every occurrence)."""
 
 
 class JsonFile(msgspec.Struct, frozen=True):
@@ -71,31 +87,22 @@ def agent_files(agent: str, target: Target) -> list[AgentFile]:
 def hook_specs(agent: str, target: Target) -> list[HookSpec]:
     """memq's hook handler for each event `agent` reports to memq."""
     command = command_line(target.memq, agent)
+    handler: Json = {"type": "command", "command": command}
     if agent == "codex":
-        handler: Json = {"type": "command", "command": command, "timeout": CODEX_TIMEOUT_S}
-        events = [("SessionStart", None), ("UserPromptSubmit", None), ("PostToolUse", "*")]
-        events += [("Stop", None), ("SessionEnd", None)]
-        return [HookSpec(event, handler, matcher) for event, matcher in events]
-    if agent == "gemini":
-        handler = {"name": "memq", "type": "command", "command": command}
-        handler["timeout"] = GEMINI_TIMEOUT_MS
-        # Never BeforeModel/AfterModel/BeforeToolSelection: each fires per model call or chunk.
-        events = [("SessionStart", None), ("BeforeAgent", None), ("AfterTool", "*")]
-        events += [("AfterAgent", None), ("SessionEnd", None)]
-        return [HookSpec(event, handler, matcher) for event, matcher in events]
-    command_handler: Json = {"type": "command", "command": command}
-    http = target.http
-    handler = command_handler
-    if http is not None:
-        handler = {"type": "http", "url": http.url, "timeout": HTTP_TIMEOUT_S}
-        if http.token:
-            handler["headers"] = {"Authorization": "Bearer $MEMQ_AGENT_TOKEN"}
-            handler["allowedEnvVars"] = ["MEMQ_AGENT_TOKEN"]
+        handler["timeout"] = CODEX_TIMEOUT_S
+    elif agent == "gemini":
+        handler = {"name": "memq", **handler, "timeout": GEMINI_TIMEOUT_MS}
+    later = handler
+    if target.http is not None:
+        later = {"type": "http", "url": target.http.url, "timeout": HTTP_TIMEOUT_S}
+        if target.http.token:
+            later["headers"] = {"Authorization": "Bearer $MEMQ_AGENT_TOKEN"}
+            later["allowedEnvVars"] = ["MEMQ_AGENT_TOKEN"]
     # Claude Code runs no HTTP hook for SessionStart: the context comes from a command hook.
-    specs = [HookSpec("SessionStart", command_handler)]
-    specs += [HookSpec("UserPromptSubmit", handler), HookSpec("PostToolUse", handler, "*")]
-    specs += [HookSpec("PostToolUseFailure", handler, "*"), HookSpec("Stop", handler)]
-    return [*specs, HookSpec("SessionEnd", handler)]
+    return [
+        HookSpec(event, handler if event == "SessionStart" else later, matcher)
+        for event, matcher in HOOK_EVENTS[agent]
+    ]
 
 
 def _claude_code(target: Target) -> list[AgentFile]:
