@@ -7,6 +7,7 @@ Code's settings check (`claude doctor`), OpenCode's resolved config.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -58,6 +59,19 @@ def run_agent(binary: Path, home: Path, *args: str) -> str:
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
     return output
+
+
+def test_the_console_script_installs_with_its_own_path(home: Path) -> None:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if "PYTHONPATH" in os.environ:  # a worktree run tests that tree's code
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    done = subprocess.run(
+        [console_script(), "install", "gemini"], env=env, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    settings = json.loads((home / ".gemini/settings.json").read_text())
+    assert settings["mcpServers"]["memq"]["command"] == console_script()
 
 
 @pytest.mark.parametrize("http", [False, True])
