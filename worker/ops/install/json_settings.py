@@ -36,12 +36,19 @@ def parse_object(text: bytes | None) -> Json:
 
 
 def render_object(data: Json, like: bytes | None) -> bytes:
-    """`data` as JSON, indented as the file it replaces was (two spaces for a new file)."""
-    indent: int | str = 2
-    found = _INDENT.search(like or b"")
-    if found is not None:
-        indent = "\t" if found.group(1) == b"\t" else len(found.group(1))
-    return (json.dumps(data, indent=indent, ensure_ascii=False) + "\n").encode()
+    """`data` as JSON laid out as the file it replaces was: its indentation (two spaces for a
+    new file), one line if it was one line, and its final newline or none."""
+    text = like or b""
+    if text.strip() and b"\n" not in text.strip():
+        rendered = json.dumps(data, ensure_ascii=False)
+    else:
+        indent: int | str = 2
+        found = _INDENT.search(text)
+        if found is not None:
+            indent = "\t" if found.group(1) == b"\t" else len(found.group(1))
+        rendered = json.dumps(data, indent=indent, ensure_ascii=False)
+    newline = "\n" if like is None or like.endswith(b"\n") else ""
+    return (rendered + newline).encode()
 
 
 def changed_keys(before: Json, after: Json) -> list[str]:
