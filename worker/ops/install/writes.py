@@ -19,6 +19,11 @@ def apply_plan(plan: Plan, now: datetime) -> dict[Path, Path]:
     backups: dict[Path, Path] = {}
     for edit in plan.edits:
         try:
+            if _current(edit.path) != edit.before:
+                raise InstallError(
+                    f"{edit.path} changed while memq was planning its edit (the agent running?):"
+                    " run the command again"
+                )
             if edit.before is not None:
                 backups[edit.path] = _back_up(edit.path, edit.before, stamp)
             if edit.after is not None:
@@ -70,6 +75,13 @@ def _diff(edit: Edit) -> list[str]:
     after = (edit.after or b"").decode(errors="replace").splitlines()
     diff = difflib.unified_diff(before, after, n=_DIFF_CONTEXT, lineterm="")
     return [line for line in diff if not line.startswith(("---", "+++"))]
+
+
+def _current(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _back_up(path: Path, content: bytes, stamp: str) -> Path:

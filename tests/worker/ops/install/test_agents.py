@@ -116,3 +116,13 @@ def test_a_symlinked_settings_file_is_changed_through_its_link(target: Target) -
     apply_plan(plan_install("claude-code", target), NOW)
     apply_plan(plan_uninstall("claude-code", target), NOW)
     assert (link.is_symlink(), dotfiles.read_text()) == (True, "{}\n")
+
+
+def test_a_file_changed_after_planning_is_not_overwritten(target: Target) -> None:
+    plan = plan_install("gemini", target)
+    settings = target.home / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"written": "meanwhile"}')
+    with pytest.raises(InstallError, match="changed while memq was planning"):
+        apply_plan(plan, NOW)
+    assert settings.read_text() == '{"written": "meanwhile"}'
