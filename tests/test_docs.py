@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,6 +151,50 @@ def test_nothing_points_at_files_outside_the_repository(doc: Path) -> None:
     assert "../shared" not in text
     assert "shared/DESIGN" not in text
     assert "/work/" not in text
+
+
+def _cli() -> dict[str, set[str]]:
+    """Every `memq` command (`dlq replay` for a group's) and the options it takes."""
+    import typer
+
+    from worker.cli.app import app
+
+    def walk(command: Any, name: str) -> dict[str, set[str]]:
+        subcommands = getattr(command, "commands", None)
+        if isinstance(subcommands, dict):  # a group (typer's own click has no Group base)
+            found: dict[str, set[str]] = {}
+            for sub_name, sub in subcommands.items():
+                found |= walk(sub, f"{name} {sub_name}".strip())
+            return found
+        return {name: {o for p in command.params for o in p.opts if o.startswith("--")}}
+
+    return walk(typer.main.get_command(app), "")
+
+
+def test_the_cli_reference_names_every_command_and_only_real_options() -> None:
+    commands = _cli()
+    rows = re.findall(
+        r"^\| (`memq .*?`(?: / `memq .*?`)*) \|", (REPO / "docs" / "cli.md").read_text(), re.M
+    )
+    documented: set[str] = set()
+    problems = []
+    for row in rows:
+        for usage in re.findall(r"`memq ([^`]*)`", row):
+            words = usage.replace("\\|", "|").split()
+            name = words[0]
+            if len(words) > 1 and f"{name} {words[1].split('|')[0]}" in commands:
+                names = [f"{name} {sub}" for sub in words[1].split("|")]
+            else:
+                names = [name]
+            for command in names:
+                documented.add(command)
+                if command not in commands:
+                    problems.append(f"`memq {command}` is not a command")
+                    continue
+                unknown = set(re.findall(r"--[a-z][a-z-]*", usage)) - commands[command]
+                problems += [f"`memq {command}` has no {o}" for o in sorted(unknown)]
+    assert problems == []
+    assert sorted(set(commands) - documented) == []
 
 
 def test_readme_is_short() -> None:
