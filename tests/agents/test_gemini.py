@@ -261,3 +261,31 @@ async def _outcomes(stack: AgentStack) -> dict[str, int]:
         return await outcomes(client, stack.settings)
     finally:
         await client.aclose()
+
+
+def test_memq_install_writes_the_docs_blocks_and_a_session_is_captured(
+    tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_gemini: FakeGemini
+) -> None:
+    with agent_stack(tmp_path, redis_url, fake_observer) as stack:
+        gemini = stack.home / ".gemini"
+        gemini.mkdir()
+        (gemini / "settings.json").write_text(json.dumps(OFFLINE_SETTINGS))
+        (gemini / "trustedFolders.json").write_text(
+            json.dumps({str(stack.project): "TRUST_FOLDER"})
+        )
+        done = stack.run_memq("install", "gemini")
+        assert done.returncode == 0, done.stderr
+        written = json.loads((gemini / "settings.json").read_text())
+        expected = dict(OFFLINE_SETTINGS)
+        for block in documented_blocks():
+            expected |= with_memq_path(block, stack.memq)
+        assert written == expected  # the user's own settings kept, memq's exactly the docs'
+        fake_gemini.script([call("read_file", file_path="README.md"), answer("Read it.")])
+        session = run_gemini(stack, fake_gemini, "Read the README")["session_id"]
+        rows = stack.wait_for(observations=1, summaries=1, timeout_s=60)
+        assert {r.memory_session_id for r in rows} == {session}
+        assert stack.run_memq("uninstall", "gemini").returncode == 0
+        left = json.loads((gemini / "settings.json").read_text())
+        assert "memq" not in left.get("mcpServers", {})
+        assert "memq hook" not in json.dumps(left.get("hooks", {}))
+        assert {k: left[k] for k in OFFLINE_SETTINGS} == OFFLINE_SETTINGS
