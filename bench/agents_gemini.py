@@ -20,11 +20,11 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 from bench.common import machine, markdown_table, percentile, private_redis, progress
-from tests.agents.test_gemini import configure_gemini, run_gemini
 from tests.support.agent_bins import agent_version
 from tests.support.agent_models.gemini import FakeGemini, Step, answer, call
 from tests.support.agent_stack import agent_stack
 from tests.support.fake_observer import FakeObserver
+from tests.support.gemini_agent import configure_gemini, run_gemini
 
 _HOOK_LINE = re.compile(r"Hook execution for (\w+): .*total duration: (\d+)ms")
 

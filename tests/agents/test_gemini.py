@@ -1,16 +1,15 @@
 """The real Gemini CLI (0.61.0) against memq: its hooks and MCP wired from docs/agents/gemini.md.
 
-Gemini talks to a scripted fake Gemini API on loopback; its hooks run the `memq` console
-script against a real redis-server and `memq worker` (tests/support/agent_stack.py).
+Gemini talks to a scripted fake Gemini API on loopback and really runs its tools in a
+throwaway git project; its hooks run the `memq` console script against a real redis-server
+and `memq worker` (tests/support/agent_stack.py, tests/support/gemini_agent.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import sqlite3
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -22,19 +21,24 @@ import redis
 import redis.asyncio as aioredis
 
 from pipeline.events import ToolCall, decode_event
-from tests.support.agent_bins import agent_binary
 from tests.support.agent_models.gemini import FakeGemini, Step, answer, call, parallel
 from tests.support.agent_models.gemini import fake_gemini_fixture as _fix_fake_gemini  # noqa: F401
 from tests.support.agent_stack import AgentStack, agent_stack
 from tests.support.fake_observer import FakeObserver
-from tests.support.ingest import REPO, stored_bytes
+from tests.support.gemini_agent import (
+    OFFLINE_SETTINGS,
+    configure_gemini,
+    documented_blocks,
+    run_gemini,
+    with_memq_path,
+)
+from tests.support.ingest import stored_bytes
 from tests.support.worker_checks import outcomes
 from worker.keys import Keys
 from worker.storage.sqlite.schema import MIGRATIONS
 
 pytestmark = pytest.mark.slow
 
-DOC = REPO / "docs" / "agents" / "gemini.md"
 ANTHROPIC_KEY = (
     "sk-ant-api03-"
     + "Xq7vR2mK9pL4sT8wY1zB6nC3dF5gH0jQaE2rT6yU8iO1pA3sD5fG7hJ9kL2zX4cV6bN8mQ0wE-AbCdEfAA"
@@ -42,14 +46,6 @@ ANTHROPIC_KEY = (
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2vT8kLm"
 FIRST_PROMPT = "Give the cart a 15% discount and note how to run the tests."
 SECOND_PROMPT = "What did we change in the cart last time?"
-# The settings a test machine needs on top of the documented blocks: an API key login (the
-# fake's base URL would otherwise select the `gateway` auth that headless runs refuse), and
-# nothing phoning home.
-OFFLINE_SETTINGS: dict[str, Any] = {
-    "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-    "privacy": {"usageStatisticsEnabled": False},
-    "security": {"auth": {"selectedType": "gemini-api-key"}},
-}
 
 
 def first_session(project: Path) -> list[Step]:
@@ -92,54 +88,6 @@ def _fix_gemini_stack(
         (stack.project / "deploy" / "prod.env").write_text(secrets)
         configure_gemini(stack)
         yield stack
-
-
-def configure_gemini(stack: AgentStack, *, hooks: bool = True) -> None:
-    """Write ~/.gemini from the docs' JSON blocks (with the full path of `memq`)."""
-    settings = json.loads(json.dumps(OFFLINE_SETTINGS))
-    for block in documented_blocks():
-        if hooks or "hooks" not in block:
-            settings |= with_memq_path(block, stack.memq)
-    gemini = stack.home / ".gemini"
-    gemini.mkdir(exist_ok=True)
-    (gemini / "settings.json").write_text(json.dumps(settings, indent=2))
-    (gemini / "trustedFolders.json").write_text(json.dumps({str(stack.project): "TRUST_FOLDER"}))
-
-
-def documented_blocks() -> list[dict[str, Any]]:
-    """The ```json blocks of docs/agents/gemini.md, parsed."""
-    blocks = re.findall(r"^```json\n(.*?)^```", DOC.read_text(), re.M | re.S)
-    assert len(blocks) == 2, "docs/agents/gemini.md should hold the hooks and the MCP block"
-    return [json.loads(b) for b in blocks]
-
-
-def with_memq_path(value: Any, memq: str) -> Any:
-    """`value` with each command `memq …` made the console script's full path."""
-    if isinstance(value, dict):
-        return {
-            k: (re.sub(r"^memq\b", memq, v) if k == "command" and isinstance(v, str) else
-                with_memq_path(v, memq))
-            for k, v in value.items()
-        }  # fmt: skip
-    if isinstance(value, list):
-        return [with_memq_path(v, memq) for v in value]
-    return value
-
-
-def run_gemini(
-    stack: AgentStack, fake: FakeGemini, prompt: str, **env_extra: str
-) -> dict[str, Any]:
-    """One headless session (`gemini -p`); returns its JSON output."""
-    env = stack.env(GEMINI_API_KEY="fake-local-key", GOOGLE_GEMINI_BASE_URL=fake.url, **env_extra)
-    command = [str(agent_binary("gemini")), "-p", prompt, "--approval-mode", "yolo",
-               "--output-format", "json"]  # fmt: skip
-    done = subprocess.run(
-        command, cwd=stack.project, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"gemini exited {done.returncode}:\n{done.stderr[-4000:]}"
-    output: dict[str, Any] = json.loads(done.stdout)
-    return output
 
 
 def wait_for_store(stack: AgentStack, timeout_s: float = 30) -> None:
