@@ -199,8 +199,12 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     assert any(t in first_request.text for t in titles), "no stored memory reached the model"
     assert "<hook_context>" in first_request.text
     stack.wait_for(observations=len(REAL_TOOLS), summaries=2, timeout_s=90)
-    # The prompt is stored as the user typed it, without the context Gemini put before it.
+    # The prompt is stored as the user typed it, without the context Gemini put before it,
+    # and memq's notes never reached the observer as if they were the user's words.
     assert stored_prompts(stack, second) == [("webapp", SECOND_PROMPT)]
+    shown = "\n".join(r.system + r.user for r in fake_observer.requests)
+    assert SECOND_PROMPT in shown
+    assert "Notes memq derived" not in shown
 
 
 async def _outcomes(stack: AgentStack) -> dict[str, int]:
