@@ -215,20 +215,25 @@ async def _outcomes(stack: AgentStack) -> dict[str, int]:
         await client.aclose()
 
 
+@pytest.mark.parametrize("scope", ["user", "project"])
 def test_memq_install_writes_the_docs_blocks_and_a_session_is_captured(
-    tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_gemini: FakeGemini
-) -> None:
+    tmp_path: Path, redis_url: str, fake_observer: FakeObserver, fake_gemini: FakeGemini,
+    scope: str,
+) -> None:  # fmt: skip
     with agent_stack(tmp_path, redis_url, fake_observer) as stack:
-        gemini = stack.home / ".gemini"
-        gemini.mkdir()
-        (gemini / "settings.json").write_text(json.dumps(OFFLINE_SETTINGS))
-        (gemini / "trustedFolders.json").write_text(
-            json.dumps({str(stack.project): "TRUST_FOLDER"})
-        )
-        done = stack.run_memq("install", "gemini")
+        home = stack.home / ".gemini"
+        home.mkdir()
+        (home / "settings.json").write_text(json.dumps(OFFLINE_SETTINGS))
+        trusted = {str(stack.project): "TRUST_FOLDER"}
+        (home / "trustedFolders.json").write_text(json.dumps(trusted))
+        # A project install writes the project's .gemini/settings.json, beside the user's.
+        flags = ["--project"] if scope == "project" else []
+        gemini = home if scope == "user" else stack.project / ".gemini"
+        kept: dict[str, Any] = OFFLINE_SETTINGS if scope == "user" else {}
+        done = stack.run_memq("install", "gemini", *flags)
         assert done.returncode == 0, done.stderr
         written = json.loads((gemini / "settings.json").read_text())
-        expected = dict(OFFLINE_SETTINGS)
+        expected = dict(kept)
         for block in documented_blocks():
             expected |= with_memq_path(block, stack.memq)
         assert written == expected  # the user's own settings kept, memq's exactly the docs'
@@ -236,8 +241,9 @@ def test_memq_install_writes_the_docs_blocks_and_a_session_is_captured(
         session = run_gemini(stack, fake_gemini, "Read the README")["session_id"]
         rows = stack.wait_for(observations=1, summaries=1, timeout_s=60)
         assert {r.memory_session_id for r in rows} == {session}
-        assert stack.run_memq("uninstall", "gemini").returncode == 0
-        left = json.loads((gemini / "settings.json").read_text())
+        assert stack.run_memq("uninstall", "gemini", *flags).returncode == 0
+        path = gemini / "settings.json"
+        left = json.loads(path.read_text()) if path.exists() else {}
         assert "memq" not in left.get("mcpServers", {})
         assert "memq hook" not in json.dumps(left.get("hooks", {}))
-        assert {k: left[k] for k in OFFLINE_SETTINGS} == OFFLINE_SETTINGS
+        assert {k: left[k] for k in kept} == kept
