@@ -151,6 +151,9 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     assert "0.85" in (stack.project / "src" / "cart.py").read_text()
     assert (stack.project / "NOTES.md").read_text() == "Run `pytest -q`.\n"
 
+    # A hook that ran out of its second under load spooled its event for the next hook to
+    # send; nothing comes after the last one, so send what waits, as `memq spool flush` does.
+    assert stack.run_memq("spool", "flush").returncode == 0
     events = stream_events(stack, session)
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["Prompt", *["ToolCall"] * 9, "Summarize", "End"], kinds
@@ -198,6 +201,7 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     titles = [str(r.title) for r in observations]
     assert any(t in first_request.text for t in titles), "no stored memory reached the model"
     assert "<hook_context>" in first_request.text
+    assert stack.run_memq("spool", "flush").returncode == 0
     stack.wait_for(observations=len(REAL_TOOLS), summaries=2, timeout_s=90)
     # The prompt is stored as the user typed it, without the context Gemini put before it,
     # and memq's notes never reached the observer as if they were the user's words.
