@@ -75,6 +75,18 @@ def test_before_agent_becomes_the_users_prompt_without_memqs_context() -> None:
     assert event.occurred_at == datetime(2026, 12, 1, 21, 11, 7, 950000, tzinfo=UTC)
 
 
+def test_memqs_notes_escaped_by_gemini_go_with_their_hook_context() -> None:
+    # Gemini escapes `<` and `>` in hook output, so memq's own markers cannot be found in the
+    # prompt: the <hook_context> block around them is what keeps them out (seen with 0.61.0).
+    notes = "&lt;memq-notes&gt;\n# memq: what happened recently in webapp\n&lt;/memq-notes&gt;\n"
+    prompt = f"<hook_context>{notes}</hook_context>\n\nWhat did we change?"
+    event = _one("BeforeAgent", prompt=prompt)
+    assert event.prompt_text == "What did we change?"
+    _, raw = prepare_encoded(event, 1_000_000)
+    assert b"memq-notes" not in raw
+    assert b"what happened recently" not in raw
+
+
 def test_a_prompt_without_injected_context_is_kept_as_typed() -> None:
     assert user_prompt("  fix <b>the</b> bug\n") == "  fix <b>the</b> bug\n"
     assert user_prompt("<hook_context>a\n</hook_context>\n\nfix it") == "fix it"
