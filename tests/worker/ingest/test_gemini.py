@@ -177,6 +177,15 @@ def test_a_shell_command_that_exits_non_zero_is_a_failed_call() -> None:
     )
     assert (output, failed) == ("Output: boom\nExit Code: 1", True)
     assert not tool_output_text("read_file", _response(llmContent="Exit Code: 1"))[1]
+    # A command that prints such a line itself is judged by the shell tool's own last one.
+    printed = "<untrusted_context>\nOutput: step\nExit Code: 0\nExit Code: 1\n</untrusted_context>"
+    assert tool_output_text("run_shell_command", _response(llmContent=printed)) == (
+        "Output: step\nExit Code: 0\nExit Code: 1",
+        True,
+    )
+    # Only the shell wrapper's PGID line goes: a file ending in one keeps it.
+    kept = "notes\nProcess Group PGID: 7"
+    assert tool_output_text("read_file", _response(llmContent=kept)) == (kept, False)
 
 
 def test_after_agent_becomes_a_summarize_with_the_final_answer() -> None:

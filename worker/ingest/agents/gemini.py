@@ -164,8 +164,9 @@ def tool_output_text(tool_name: str, response: ToolResponse | None) -> tuple[Any
     display = response.return_display
     if text:
         if tool_name == _SHELL_TOOL:
-            match = _EXIT_CODE.search(text)
-            return text, bool(match and int(match.group(1)) != 0)
+            # The last one: the command's own output (before it) may print such a line too.
+            codes = _EXIT_CODE.findall(text)
+            return text, bool(codes) and int(codes[-1]) != 0
         return _edit_text(text, display), False
     if isinstance(display, dict) and isinstance(display.get("fileDiff"), str):
         return display["fileDiff"], False
@@ -197,10 +198,10 @@ def _content_text(content: Any) -> str:
 
 
 def _unwrap(text: str) -> str:
-    if text.startswith(_UNTRUSTED_OPEN) and text.endswith(_UNTRUSTED_CLOSE):
-        inner = text[len(_UNTRUSTED_OPEN) : -len(_UNTRUSTED_CLOSE)]
-        text = inner.replace(_UNTRUSTED_ESCAPED, "</untrusted_context>")
-    return _PGID_LINE.sub("", text)
+    if not (text.startswith(_UNTRUSTED_OPEN) and text.endswith(_UNTRUSTED_CLOSE)):
+        return text  # a file's own text is kept as it is, even a PGID-like last line
+    inner = text[len(_UNTRUSTED_OPEN) : -len(_UNTRUSTED_CLOSE)]
+    return _PGID_LINE.sub("", inner.replace(_UNTRUSTED_ESCAPED, "</untrusted_context>"))
 
 
 def _event_id(payload: GeminiPayload) -> str:
