@@ -48,3 +48,10 @@ def test_claude_code(tmp_path: Path) -> None:
     hooks, _, mcp = _blocks("claude-code.md", "json")
     assert json.loads((tmp_path / ".claude" / "settings.json").read_text()) == _with_path(hooks)
     assert json.loads((tmp_path / ".claude.json").read_text()) == _with_path(mcp)
+
+
+def test_gemini(tmp_path: Path) -> None:
+    _install(tmp_path, "gemini")
+    hooks, mcp = _blocks("gemini.md", "json")
+    written = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
+    assert written == {**_with_path(hooks), **_with_path(mcp)}
