@@ -46,6 +46,7 @@ ANTHROPIC_KEY = (
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYz9Q2vT8kLm"
 FIRST_PROMPT = "Give the cart a 15% discount and note how to run the tests."
 SECOND_PROMPT = "What did we change in the cart last time?"
+RESUMED_PROMPT = "And which tests cover it?"
 
 
 def first_session(project: Path) -> list[Step]:
@@ -209,6 +210,24 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     shown = "\n".join(r.system + r.user for r in fake_observer.requests)
     assert SECOND_PROMPT in shown
     assert "Notes memq derived" not in shown
+
+    # Resumed, Gemini rebuilds the history without a user message that starts with
+    # <hook_context>: the first prompt goes, context and all, so memq gives the context again.
+    before = len(fake_gemini.requests)
+    fake_gemini.script([answer("unused: the history holds this turn"), answer("Resumed.")])
+    resumed = run_gemini(stack, fake_gemini, RESUMED_PROMPT, resume=True)
+    request = next(r for r in fake_gemini.requests[before:] if r.step is not None)
+    assert resumed["session_id"] == second  # Gemini goes on under the same session id
+    contents = request.body["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert SECOND_PROMPT not in json.dumps(contents[:2])  # dropped with its <hook_context>
+    (new_turn,) = contents[-1]["parts"]
+    assert new_turn["text"].startswith("<hook_context>")
+    assert new_turn["text"].endswith(f"</hook_context>\n\n{RESUMED_PROMPT}")
+    assert any(t in new_turn["text"] for t in titles)
+    assert stack.run_memq("spool", "flush").returncode == 0
+    stack.wait_for(observations=len(REAL_TOOLS), summaries=3, timeout_s=90)
+    assert stored_prompts(stack, second) == [("webapp", SECOND_PROMPT), ("webapp", RESUMED_PROMPT)]
 
 
 async def _outcomes(stack: AgentStack) -> dict[str, int]:

@@ -61,12 +61,13 @@ def with_memq_path(value: Any, memq: str) -> Any:
 
 
 def run_gemini(
-    stack: AgentStack, fake: FakeGemini, prompt: str, **env_extra: str
+    stack: AgentStack, fake: FakeGemini, prompt: str, *, resume: bool = False, **env_extra: str
 ) -> dict[str, Any]:
-    """One headless session (`gemini -p`); returns its JSON output."""
+    """One headless session (`gemini -p`, `--resume latest` to go on with the last one); returns
+    its JSON output."""
     env = stack.env(GEMINI_API_KEY="fake-local-key", GOOGLE_GEMINI_BASE_URL=fake.url, **env_extra)
     command = [str(agent_binary("gemini")), "-p", prompt, "--approval-mode", "yolo",
-               "--output-format", "json"]  # fmt: skip
+               "--output-format", "json", *(["--resume", "latest"] if resume else [])]  # fmt: skip
     done = subprocess.run(
         command, cwd=stack.project, env=env, stdin=subprocess.DEVNULL, capture_output=True,
         text=True, timeout=180, check=False,

@@ -96,8 +96,10 @@ def read_hook(
     payload = decode_payload(raw)
     project = project_of(payload.cwd)
     events = events_from_payload(payload, project=project, host=host, now=now)
-    # A resumed conversation holds the context it was given at its start: not again.
-    starting = payload.hook_event_name == SESSION_START and payload.source != "resume"
+    # Resumed sessions too, unlike Claude Code's: Gemini rebuilds the history without any user
+    # message that starts with <hook_context>, and in headless runs that is the first prompt,
+    # context and all (0.61.0 convertSessionToClientHistory), so the context is gone.
+    starting = payload.hook_event_name == SESSION_START
     return AgentHook(starting, payload.cwd, project, events)
 
 
