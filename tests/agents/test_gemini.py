@@ -130,7 +130,9 @@ def redis_bytes(url: str) -> bytes:
 def stored_prompts(stack: AgentStack, session: str) -> list[tuple[str, str]]:
     """(project, prompt_text) of each prompt the worker stored for the session."""
     with closing(sqlite3.connect(f"file:{stack.data_dir / 'memq.db'}?mode=ro", uri=True)) as db:
-        query = "SELECT project, prompt_text FROM user_prompts WHERE memory_session_id = ?"
+        query = (
+            "SELECT project, prompt_text FROM user_prompts WHERE memory_session_id = ? ORDER BY id"
+        )
         return [(str(p), str(t)) for p, t in db.execute(query, (session,))]
 
 
