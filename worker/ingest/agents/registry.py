@@ -41,4 +41,8 @@ def reader_for(agent: str) -> HookReader:
         from worker.ingest.agents import claude_code
 
         return claude_code.read_hook
+    if agent == "opencode":
+        from worker.ingest.agents import opencode
+
+        return opencode.read_hook
     raise HookPayloadError(f"unknown agent {agent!r}: memq takes hooks from {', '.join(AGENTS)}")
