@@ -18,8 +18,11 @@ PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
-# Read by scripts/bootstrap.sh, not by memq itself.
-_LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM"})
+# Read by scripts/bootstrap.sh, or by memq's OpenCode plugin (MEMQ_AGENT_URL: where it posts),
+# not by memq itself: memq commands started in the same environment must not refuse them.
+_LAUNCHER_VARIABLES = frozenset(
+    {"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM", "MEMQ_AGENT_URL"}
+)
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
     "ANTHROPIC_API_KEY": "anthropic_api_key",

@@ -1,1 +1,1 @@
-"""Real agent binaries (scripts/agents.sh) against a real memq: their hooks and plugins end to end."""
+"""Real agent binaries (scripts/agents.sh) against a real memq, end to end."""

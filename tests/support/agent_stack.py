@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import console_script, subprocess_env
@@ -48,6 +49,7 @@ class AgentStack:
         self.settings: Settings = make_settings(self.data_dir, redis_url, observer.url)
         self._root = root
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._logs: list[BinaryIO] = []
         self.worker: WorkerProcess | None = None
         for rel, text in PROJECT_FILES.items():
             path = self.project / rel
@@ -88,6 +90,7 @@ class AgentStack:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
         port = free_port()
         log = (self._root / f"agent-{port}.log").open("wb")
+        self._logs.append(log)
         proc = subprocess.Popen(
             [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -133,6 +136,8 @@ class AgentStack:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        for log in self._logs:
+            log.close()
         if self.worker is not None:
             self.worker.stop()
 

@@ -4,23 +4,24 @@
 // Install: copy this file to ~/.config/opencode/plugin/ (docs/agents/opencode.md). It imports
 // only node: built-ins, so it needs nothing from npm. Each event is one JSON object (the
 // fields are documented in worker/ingest/agents/opencode.py) POSTed to `memq agent` at
-// $MEMQ_AGENT_URL/hooks/opencode (default http://127.0.0.1:8766), with
-// `Authorization: Bearer $MEMQ_AGENT_TOKEN` when that is set. When the endpoint does not
-// answer, the same JSON goes to `memq hook opencode` on stdin ($MEMQ_COMMAND, default `memq`
-// on PATH), which publishes it or spools it while Redis is down. Nothing here ever throws
-// into OpenCode.
+// $MEMQ_AGENT_URL/hooks/opencode (default http://127.0.0.1:$MEMQ_AGENT_PORT, port 8766),
+// with `Authorization: Bearer $MEMQ_AGENT_TOKEN` when that is set. When the endpoint does
+// not answer, the same JSON goes to `memq hook opencode` on stdin (`memq` from OpenCode's
+// PATH), which publishes it or spools it while Redis is down. Nothing here ever throws into
+// OpenCode.
 import { spawn } from "node:child_process";
 
-const DEFAULT_URL = "http://127.0.0.1:8766";
+const DEFAULT_PORT = "8766";
 const POST_TIMEOUT_MS = 2000;
 const CONTEXT_TIMEOUT_MS = 3000;
 const COMMAND_TIMEOUT_MS = 5000;
 
 export const MemqPlugin = async ({ directory, worktree }) => {
   const env = process.env;
-  const url = `${(env.MEMQ_AGENT_URL || DEFAULT_URL).replace(/\/+$/, "")}/hooks/opencode`;
+  const base = env.MEMQ_AGENT_URL || `http://127.0.0.1:${env.MEMQ_AGENT_PORT || DEFAULT_PORT}`;
+  const url = `${base.replace(/\/+$/, "")}/hooks/opencode`;
   const token = env.MEMQ_AGENT_TOKEN || "";
-  const memq = env.MEMQ_COMMAND || "memq";
+  const memq = "memq";
   const active = new Set(); // sessions with a prompt or a tool call sent: they get an `end`
   const userMessages = new Set(); // message ids of user messages (their text is not an answer)
   const lastText = new Map(); // sessionID -> the last assistant text part
