@@ -119,6 +119,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     context_chars: Annotated[int, msgspec.Meta(ge=500)] = 8000
     # character cap of one `memq mcp` tool answer
     mcp_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 12_000
+    # comma-separated names of memq's MCP server in the agents' configs: calls to their tools
+    # are memq's own answers, never observed again
+    mcp_server_names: str = "memq"
     # fan-out: web UI and Telegram bot
     ui_host: str = "127.0.0.1"  # anything but loopback needs ui_token
     ui_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8765  # `memq ui` and `memq up`
@@ -161,6 +164,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     def data_path(self) -> Path:
         """The data directory with `~` expanded."""
         return Path(self.data_dir).expanduser()
+
+    @property
+    def own_mcp_servers(self) -> tuple[str, ...]:
+        """MEMQ_MCP_SERVER_NAMES as a tuple of names."""
+        return tuple(n.strip() for n in self.mcp_server_names.split(",") if n.strip())
 
     @property
     def extra_modes_dirs(self) -> list[Path]:

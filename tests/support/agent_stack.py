@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import console_script, subprocess_env
@@ -49,7 +48,6 @@ class AgentStack:
         self.settings: Settings = make_settings(self.data_dir, redis_url, observer.url)
         self._root = root
         self._processes: list[subprocess.Popen[bytes]] = []
-        self._logs: list[BinaryIO] = []
         self.worker: WorkerProcess | None = None
         for rel, text in PROJECT_FILES.items():
             path = self.project / rel
@@ -89,12 +87,11 @@ class AgentStack:
     def start_agent_endpoint(self) -> str:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
         port = free_port()
-        log = (self._root / f"agent-{port}.log").open("wb")
-        self._logs.append(log)
-        proc = subprocess.Popen(
-            [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        with (self._root / f"agent-{port}.log").open("wb") as log:  # the child keeps its own fd
+            proc = subprocess.Popen(
+                [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
         self._processes.append(proc)
         url = f"http://127.0.0.1:{port}"
         _wait_for_http(url + "/healthz", proc)
@@ -136,8 +133,6 @@ class AgentStack:
                     proc.wait(20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-        for log in self._logs:
-            log.close()
         if self.worker is not None:
             self.worker.stop()
 

@@ -149,7 +149,7 @@ async def _drive(
         if wait_s > 0:
             logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
             return "waiting", wait_s, entries[-1].id
-        turns = _plan(delivered, max_events=s.batch_max_events, max_chars=s.batch_max_chars)
+        turns = _plan(delivered, s)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
                 return "stopping", 0.0, None
@@ -204,15 +204,14 @@ def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
     return min(s.batch_max_wait_s, max(0.0, wait_s))
 
 
-def _plan(
-    delivered: list[Delivered], *, max_events: int, max_chars: int
-) -> list[tuple[TurnPlan, list[Entry]]]:
+def _plan(delivered: list[Delivered], s: Settings) -> list[tuple[TurnPlan, list[Entry]]]:
     """The batch's turns, each with the stream entries it consumes (acked together)."""
     plans = plan_turns(
         [d.event for d in delivered],
-        max_tool_calls=max_events,
-        max_chars=max_chars,
+        max_tool_calls=s.batch_max_events,
+        max_chars=s.batch_max_chars,
         sizes=[len(d.entry.raw or b"") for d in delivered],
+        own_servers=s.own_mcp_servers,
     )
     # Turns take the events in order, each once (plan_turns' contract): consecutive slices.
     turns, start = [], 0

@@ -21,6 +21,7 @@ from pipeline.prompting.conversation import (
 )
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
+from pipeline.turns.own_tools import OWN_TOOL_REASON
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, record, settle
 from worker.limits.admission import CALL_REFUSALS
 from worker.observe.runtime import Runtime
@@ -66,12 +67,23 @@ class TurnRunner:
         `read_ahead`: new entries the commit reads for the next turn in its round trip.
         """
         try:
-            return await self._run(plan, entries, deadline, read_ahead)
+            result = await self._run(plan, entries, deadline, read_ahead)
+            if plan.own_calls and not result.stop:
+                await self._skip_own_calls(plan)
+            return result
         finally:
             if self._owed:
                 pipe = self.rt.redis.pipeline(transaction=False)
                 self._pay_budgets(pipe)
                 await pipe.execute()
+
+    async def _skip_own_calls(self, plan: TurnPlan) -> None:
+        """Count and log the calls to memq's own tools the turn consumed without showing them."""
+        own = TurnResult(outcome=Outcome.SKIPPED, category="own-tool", reason=OWN_TOOL_REASON)
+        await self.rt.counters.count(own, len(plan.own_calls))
+        names = ", ".join(sorted({c.tool_name for c in plan.own_calls}))
+        logger.info("skipped %d call(s) to memq's own tools (%s): %s",
+                    len(plan.own_calls), names, OWN_TOOL_REASON)  # fmt: skip
 
     async def _run(
         self, plan: TurnPlan, entries: list[Entry], deadline: float, read_ahead: int

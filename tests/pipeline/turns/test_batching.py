@@ -109,3 +109,47 @@ def test_turns_keep_every_event_once_in_order_within_the_limits(
         # Prompts only ever lead a turn: no prompt after a call or summary in the same turn.
         kinds = [type(e) for e in turn.events]
         assert kinds == sorted(kinds, key=lambda k: k is not Prompt)
+
+
+def _own(n: int, name: str = "mcp__memq__search") -> ToolCall:
+    return ToolCall(event_id=f"m{n}", memory_session_id="s", project="p", occurred_at=T0,
+                    tool_name=name, tool_input={"query": "cart"})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("events", "expected"),
+    [
+        # memq's own calls ride with the next turn like a prompt and are never shown
+        ([_event("p", 0), _own(1), _event("t", 2)], ["observe:pmt"]),
+        ([_event("t", 0), _own(1), _event("s", 2)], ["observe:t", "summarize:ms"]),
+        ([_own(0), _own(1)], ["record:mm"]),
+        ([_event("t", 0), _own(1), _event("e", 2)], ["observe:t", "record:me"]),
+    ],
+)
+def test_memqs_own_tool_calls_are_consumed_but_never_shown(
+    events: list[Event], expected: list[str]
+) -> None:
+    turns = plan_turns(events, max_tool_calls=8, max_chars=10_000, own_servers=("memq",))
+    assert _shape(turns) == expected
+    assert [e for t in turns for e in t.events] == events  # every event once, in order
+    for t in turns:
+        assert all(c.tool_name == "Bash" for c in t.tool_calls)
+        assert all(c.event_id.startswith("m") for c in t.own_calls)
+
+
+@pytest.mark.parametrize(
+    ("name", "own"),
+    [
+        ("mcp__memq__search", True),  # Claude Code, Codex
+        ("mcp_memq_timeline", True),  # Gemini CLI
+        ("memq_get_observations", True),  # OpenCode
+        ("mcp__notes__search", True),  # the name the user gave memq's server
+        ("mcp__github__search", False),
+        ("Bash", False),
+        ("memquery", False),
+    ],
+)
+def test_own_tools_are_recognised_by_each_agents_naming(name: str, own: bool) -> None:
+    from pipeline.turns.own_tools import is_own_tool
+
+    assert is_own_tool(name, ("memq", "notes")) is own

@@ -1,1 +1,1 @@
-"""Loopback fakes of the model APIs the real agents talk to, one module per API."""
+"""Loopback fakes of the model APIs the real agents speak, scripted step by step."""

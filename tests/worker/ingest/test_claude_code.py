@@ -10,12 +10,8 @@ from typing import Any
 import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
-from worker.ingest.agents.claude_code import (
-    HookPayloadError,
-    decode_payload,
-    events_from_payload,
-    last_assistant_message,
-)
+from worker.ingest.agents.claude_code import HookPayloadError, decode_payload, events_from_payload
+from worker.ingest.agents.transcript import last_assistant_message
 from worker.project import resolve_project
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "claude_code"
@@ -243,3 +239,53 @@ def test_outside_any_repository_the_cwd_names_the_project(tmp_path: Path) -> Non
 def test_memq_project_overrides_everything(tmp_path: Path) -> None:
     repo = _git_repo(tmp_path / "shop")
     assert resolve_project(repo, "billing") == "billing"
+
+
+REAL = DATA / "2.1.328"  # captured from the real binary (see the captures' README in shared/)
+
+
+def _real(name: str) -> list[Any]:
+    return _events((REAL / name).read_bytes())
+
+
+def test_a_real_post_tool_use_failure_is_a_failed_call_with_the_error_as_output() -> None:
+    (event,) = _real("PostToolUseFailure-Bash.json")
+    assert isinstance(event, ToolCall)
+    assert (event.tool_name, event.failed) == ("Bash", True)
+    assert event.tool_output == "Exit code 1\n3 passed, 1 failed\nAssertionError: 45.0 != 50.0"
+    assert event.tool_use_id == "toolu_7143c81dc0004d78a4cf7682"
+
+
+def test_a_real_stop_uses_its_own_last_assistant_message() -> None:
+    payload = json.loads((REAL / "Stop.json").read_text())
+    (event,) = _events(json.dumps(payload | {"transcript_path": None}).encode())
+    assert isinstance(event, Summarize)
+    assert event.last_assistant_message == payload["last_assistant_message"]
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in REAL.glob("*.json") if p.name != "http-headers.json")
+)
+def test_every_real_payload_decodes_and_new_fields_are_ignored(name: str) -> None:
+    payload = json.loads((REAL / name).read_text())
+    payload["transcript_path"] = None  # the capture's transcript is not here
+    events = _events(json.dumps(payload | {"a_field_of_a_later_version": {"x": 1}}).encode())
+    kinds = {
+        "SessionStart": [], "UserPromptSubmit": [Prompt], "PostToolUse": [ToolCall],
+        "PostToolUseFailure": [ToolCall], "Stop": [Summarize], "SessionEnd": [End],
+    }  # fmt: skip
+    assert [type(e) for e in events] == kinds[payload["hook_event_name"]]
+
+
+@pytest.mark.parametrize(
+    ("source", "injects"),
+    [("startup", True), ("clear", True), ("compact", True), ("resume", False)],
+)
+def test_session_start_injects_context_except_into_a_resumed_conversation(
+    source: str, injects: bool
+) -> None:
+    from worker.ingest.agents.claude_code import read_hook
+
+    payload = json.loads((REAL / "SessionStart-startup.json").read_text()) | {"source": source}
+    hook = read_hook(json.dumps(payload).encode(), project_of=lambda _: "webapp", host="h", now=NOW)
+    assert (hook.session_start, hook.events) == (injects, [])

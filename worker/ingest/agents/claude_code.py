@@ -12,7 +12,7 @@ import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
-from worker.ingest.agents.transcript import last_assistant_message, read_turn
+from worker.ingest.agents.responses import slim_response
 
 __all__ = [
     "AGENT",
@@ -20,7 +20,6 @@ __all__ = [
     "HookPayloadError",
     "decode_payload",
     "events_from_payload",
-    "last_assistant_message",
     "read_hook",
     "tool_event_id",
 ]
@@ -69,7 +68,9 @@ def read_hook(
     payload = decode_payload(raw)
     project = project_of(payload.cwd)
     events = events_from_payload(payload, project=project, host=host, now=now, agent=agent)
-    return AgentHook(payload.hook_event_name == SESSION_START, payload.cwd, project, events)
+    # A resumed conversation holds the context it was given at its start: not again.
+    starting = payload.hook_event_name == SESSION_START and payload.source != "resume"
+    return AgentHook(starting, payload.cwd, project, events)
 
 
 def events_from_payload(
@@ -97,7 +98,9 @@ def events_from_payload(
                 event_id=tool_event_id(payload.session_id, payload.tool_use_id),
                 tool_name=payload.tool_name,
                 tool_input=payload.tool_input,
-                tool_output=payload.error if failed else payload.tool_response,
+                tool_output=payload.error
+                if failed
+                else slim_response(payload.tool_name, payload.tool_response),
                 failed=failed,
                 cwd=payload.cwd,
                 tool_use_id=payload.tool_use_id,
@@ -105,6 +108,9 @@ def events_from_payload(
             )
         ]
     if name == "Stop":
+        # Only Stop reads the transcript: the per-call hooks do not import it.
+        from worker.ingest.agents.transcript import read_turn
+
         # The calls of the turn no hook delivered come first, then the summary request.
         turn = read_turn(payload.transcript_path)
         message = payload.last_assistant_message or turn.last_assistant_message
@@ -113,7 +119,7 @@ def events_from_payload(
                 event_id=tool_event_id(payload.session_id, call.tool_use_id),
                 tool_name=call.tool_name,
                 tool_input=call.tool_input,
-                tool_output=call.result,
+                tool_output=slim_response(call.tool_name, call.result),
                 failed=call.failed,
                 cwd=call.cwd or payload.cwd,
                 tool_use_id=call.tool_use_id,
