@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ from tests.support.opencode_run import (
     run_opencode,
 )
 from tests.support.ports import free_port
+from tests.support.worker_checks import outcomes
 from tests.support.worker_harness import sqlite_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -41,6 +43,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 # The calls memq records, by the tool name its observation is titled with; memq_search is
 # memq's own MCP tool.
 REAL_CALLS = Counter({"read": 2, "bash": 2, "edit": 1, "write": 1, "grep": 1})
+OBSERVED = r"<observed_from_primary_session>.*?</observed_from_primary_session>"
 CONTEXT_HEADING = "# memq: what happened recently in webapp"
 
 
@@ -90,6 +93,30 @@ def _prompt_of(stack: AgentStack, session: str) -> str:
     return asyncio.run(read())
 
 
+def _tool_result(model: ChatCompletionsModel, tool_name: str) -> str | None:
+    """What the agent sent back to the model for its first call of `tool_name`."""
+    for request in model.requests:
+        messages = request.body.get("messages", [])
+        ids = {
+            call["id"]
+            for m in messages
+            for call in m.get("tool_calls") or []
+            if call["function"]["name"] == tool_name
+        }
+        for m in messages:
+            if m.get("role") == "tool" and m.get("tool_call_id") in ids:
+                return str(m.get("content"))
+    return None
+
+
+async def _outcome(stack: AgentStack, url: str, name: str) -> int:
+    client = aioredis.Redis.from_url(url)
+    try:
+        return (await outcomes(client, stack.settings)).get(name, 0)
+    finally:
+        await client.aclose()
+
+
 async def _redis_bytes(url: str) -> bytes:
     client = aioredis.Redis.from_url(url)
     try:
@@ -119,10 +146,17 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
         (session,) = {r.memory_session_id for r in rows}
         assert session.startswith("ses_")
         assert {r.project for r in rows} == {"webapp"}
-        # One observation per real call; memq's own MCP call is one too until the worker
-        # skips memq's tools (memq_search arrives as an event like any other call).
-        titles = _titles(stack, session)
-        assert titles - Counter({"memq_search": 1}) == REAL_CALLS, titles
+        # One observation per real call; memq's own MCP call was answered but never observed.
+        assert _titles(stack, session) == REAL_CALLS
+        answer = _tool_result(model, "memq_search")
+        assert answer is not None
+        assert "error" not in answer.lower(), answer
+        assert asyncio.run(_outcome(stack, redis_url, "skipped:own-tool")) == 1
+        shown = "\n".join(r.user for r in fake_observer.requests)
+        calls = re.findall(OBSERVED, shown, re.S)
+        failed = [c for c in calls if '<outcome failed="true">' in c]
+        assert len(failed) == 1, failed  # the failing `test -e`
+        assert "test -e no-such-file" in failed[0]
         (summary,) = [r for r in rows if r.kind == "summary"]
         assert "SESSION-ONE: lower the cart discount" in (summary.request or "")
         assert "the cart discount is 20% now" in (summary.learned or "")
