@@ -26,7 +26,7 @@ from tests.support.agent_models.chat_completions import (
 )
 from tests.support.agent_stack import AgentStack, agent_stack
 from tests.support.fake_observer import FakeObserver
-from tests.support.ingest import stored_bytes
+from tests.support.ingest import closed_port_url, stored_bytes
 from tests.support.opencode_run import (
     INSTALL_FAILED,
     configure_opencode,
@@ -187,21 +187,34 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
         assert "the cart discount is 20% now" in systems[0]  # the first session's summary
 
 
-def test_with_memq_agent_down_the_plugin_falls_back_to_the_command_hook(
+def test_with_memq_agent_down_the_plugin_falls_back_to_the_command_hook_and_its_spool(
     tmp_path: Path, redis_url: str, fake_observer: FakeObserver, model: ChatCompletionsModel
 ) -> None:
     with agent_stack(tmp_path, redis_url, fake_observer) as stack:
         configure_opencode(stack, model.base_url)
-        model.script(
-            "SESSION-THREE",
-            tool("bash", command="echo fallback", description="Say fallback"),
-            say("Printed fallback."),
-        )
+        for marker in ("SESSION-THREE", "SESSION-FOUR"):
+            model.script(
+                marker,
+                tool("bash", command=f"echo {marker}", description="Say the marker"),
+                say(f"Printed {marker}."),
+            )
         down = f"http://127.0.0.1:{free_port()}"  # nothing listens: no `memq agent`
-        run = run_opencode(stack, "SESSION-THREE: print fallback", down)
+        run = run_opencode(stack, "SESSION-THREE: print the marker", down)
         assert run.returncode == 0, run.stdout + run.stderr
         rows = stack.wait_for(observations=1, summaries=1)
-        (session,) = {r.memory_session_id for r in rows}
-        assert _titles(stack, session) == Counter({"bash": 1})
-        assert "SESSION-THREE: print fallback" in _prompt_of(stack, session)
+        (third,) = {r.memory_session_id for r in rows}
+        assert _titles(stack, third) == Counter({"bash": 1})
+        assert "SESSION-THREE: print the marker" in _prompt_of(stack, third)
         assert {r.project for r in rows} == {"webapp"}
+
+        # Redis down too: `memq hook opencode` spools, and a flush later stores the session.
+        no_redis = closed_port_url()
+        run = run_opencode(stack, "SESSION-FOUR: print the marker", down, MEMQ_REDIS_URL=no_redis)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert len(stack.stored()) == len(rows)  # nothing reached the worker
+        flushed = stack.run_memq("spool", "flush")
+        assert flushed.returncode == 0, flushed.stdout + flushed.stderr
+        rows = stack.wait_for(observations=2, summaries=2)
+        (fourth,) = {r.memory_session_id for r in rows} - {third}
+        assert _titles(stack, fourth) == Counter({"bash": 1})
+        assert "SESSION-FOUR: print the marker" in _prompt_of(stack, fourth)

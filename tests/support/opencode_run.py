@@ -87,7 +87,7 @@ def configure_opencode(stack: AgentStack, model_url: str) -> Path:
 
 
 def run_opencode(
-    stack: AgentStack, prompt: str, agent_url: str, timeout_s: float = 150
+    stack: AgentStack, prompt: str, agent_url: str, timeout_s: float = 150, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     """`opencode run <prompt>` in the project, the npm registry a closed port."""
     env = stack.env(
@@ -95,6 +95,7 @@ def run_opencode(
         MEMQ_AGENT_URL=agent_url,
         npm_config_registry=f"http://127.0.0.1:{free_port()}/",
         npm_config_fetch_retries="0",
+        **extra,
     )
     return subprocess.run(
         [str(agent_binary("opencode")), "run", prompt], cwd=stack.project, env=env,
