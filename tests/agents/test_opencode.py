@@ -11,6 +11,7 @@ import asyncio
 import base64
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +94,16 @@ def _prompt_of(stack: AgentStack, session: str) -> str:
     return asyncio.run(read())
 
 
+def _wait_for_xadd(commands: list[str], fragment: str, timeout_s: float = 10) -> list[str]:
+    """The XADDs holding `fragment` among the MONITORed commands, once there is one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [c for c in list(commands) if "XADD" in c.upper() and fragment in c]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 def _tool_result(model: ChatCompletionsModel, tool_name: str) -> str | None:
     """What the agent sent back to the model for its first call of `tool_name`."""
     for request in model.requests:
@@ -140,6 +151,10 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
             first = run_opencode(stack, "SESSION-ONE: lower the cart discount to 20%", endpoint)
             assert first.returncode == 0, first.stdout + first.stderr
             rows = stack.wait_for(observations=sum(REAL_CALLS.values()), summaries=1)
+            # OpenCode's dispose: the session's end, published behind the summary.
+            ends = _wait_for_xadd(commands, '\\"kind\\":\\"end\\"')
+            assert len(ends) == 1
+            assert '\\"reason\\":\\"dispose\\"' in ends[0]
 
         # OpenCode loaded the plugin without the registry: it never tried to install.
         assert INSTALL_FAILED not in opencode_log(stack)

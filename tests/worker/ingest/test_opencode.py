@@ -88,14 +88,14 @@ def test_the_same_call_id_gives_the_same_event_id_and_another_session_another() 
     assert elsewhere.event_id != one.event_id
 
 
-def test_a_failed_call_and_an_mcp_content_output() -> None:
+def test_a_failed_call_and_an_mcp_content_output_as_its_text() -> None:
     content = [{"type": "text", "text": "no memories yet"}]
     (event,) = _read(
         "tool_call", tool="memq_search", call_id="c5", input={"query": "port"}, output=content,
         failed=True,
     ).events  # fmt: skip
     assert isinstance(event, ToolCall)
-    assert (event.tool_output, event.failed) == (content, True)
+    assert (event.tool_output, event.failed) == ("no memories yet", True)
 
 
 def test_summarize_end_and_session_start() -> None:

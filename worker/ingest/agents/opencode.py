@@ -15,7 +15,8 @@ event to `memq agent` at `/hooks/opencode` (or, when that is down, pipes it to
     tool          tool_call: the tool's name (`bash`, `read`, `memq_search`, …)
     call_id       tool_call: OpenCode's callID (the event id derives from it)
     input         tool_call: the tool's args
-    output        tool_call: `output.output`, or an MCP tool's `content` list
+    output        tool_call: `output.output`, or an MCP tool's `content` list (stored as
+                  its text blocks' text)
     failed        tool_call: bash exited non-zero, or the MCP result has `isError`
     last_assistant_message   summarize: the session's last assistant text part
     reason        end: why the session ended (`dispose` when OpenCode shut down)
@@ -37,6 +38,7 @@ import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from worker.ingest.agents.registry import AgentHook, HookPayloadError
+from worker.ingest.agents.responses import slim_response
 
 __all__ = ["AGENT", "OpenCodePayload", "decode_payload", "plugin_source", "read_hook"]
 
@@ -109,7 +111,7 @@ def _events(
                 event_id=_derived_id(session, "tool", payload.call_id),
                 tool_name=payload.tool,
                 tool_input=payload.input,
-                tool_output=payload.output,
+                tool_output=slim_response(payload.tool, payload.output),  # MCP blocks: text
                 failed=payload.failed,
                 cwd=cwd,
                 tool_use_id=payload.call_id,
