@@ -55,11 +55,8 @@ export const MemqPlugin = async ({ directory, worktree }) => {
       let out = "";
       let child;
       try {
-        child = spawn(memq, ["hook", "opencode"], {
-          cwd: directory,
-          env,
-          stdio: ["pipe", "pipe", "ignore"],
-        });
+        // No cwd: the JSON names the directory (which may be gone, failing the spawn).
+        child = spawn(memq, ["hook", "opencode"], { env, stdio: ["pipe", "pipe", "ignore"] });
       } catch (e) {
         warn(e);
         resolve("");
@@ -86,11 +83,12 @@ export const MemqPlugin = async ({ directory, worktree }) => {
     console.error(`memq: neither ${url} nor \`${memq} hook opencode\` took the event: ${e}`);
   };
 
-  // The answer's text: from the endpoint, else from the command (a 4xx is not retried there:
-  // the command would refuse the same JSON).
+  // The answer's text: from the endpoint, else from the command (also when the endpoint
+  // refuses the token or the agent); not after a 400 or 413, which the command would repeat.
   const deliver = async (json, timeoutMs = POST_TIMEOUT_MS) => {
     const res = await post(json, timeoutMs);
-    if (res !== null && res.status < 500) return res.status === 200 ? res.text : "";
+    if (res?.status === 200) return res.text;
+    if (res?.status === 400 || res?.status === 413) return "";
     return command(json);
   };
 
