@@ -227,6 +227,10 @@ def test_with_memq_agent_down_the_plugin_falls_back_to_the_command_hook_and_its_
         run = run_opencode(stack, "SESSION-FOUR: print the marker", down, MEMQ_REDIS_URL=no_redis)
         assert run.returncode == 0, run.stdout + run.stderr
         assert len(stack.stored()) == len(rows)  # nothing reached the worker
+        # The context came from `memq hook opencode` (it reads the store, not Redis).
+        systems = _main_requests(model, "SESSION-FOUR")
+        assert systems
+        assert all(CONTEXT_HEADING in s and "SESSION-THREE" in s for s in systems)
         flushed = stack.run_memq("spool", "flush")
         assert flushed.returncode == 0, flushed.stdout + flushed.stderr
         rows = stack.wait_for(observations=2, summaries=2)
