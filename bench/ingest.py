@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import redis.asyncio as aioredis
 
-import worker.ingest.producer as producer_module
 from bench.common import CpuMeter, machine, percentile, private_redis
 from bench.http_hook import http_hook_times
 from pipeline.events import Event, ToolCall, encode_event
+from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import Producer, prepare_event
 from worker.keys import Keys
 from worker.settings import Settings
@@ -62,12 +62,12 @@ def tool_call(i: int, tag: str) -> Event:
     )
 
 
-def _encode_only(event: Event, max_bytes: int) -> tuple[Event, bytes]:
-    return event, encode_event(event)
+def _encode_only(event: Event) -> PreparedEvent:
+    return PreparedEvent(event, encode_event(event))
 
 
 async def _produce(
-    url: str, tag: str, count: int, pipelined: bool, ready: Callable[[], object]
+    url: str, tag: str, count: int, pipelined: bool, scrub: bool, ready: Callable[[], object]
 ) -> tuple[float, float]:
     settings = Settings(redis_url=url, prefix="bench", max_pending_per_session=1_000_000)
     events = [tool_call(i, tag) for i in range(count)]
@@ -75,11 +75,14 @@ async def _produce(
     producer = Producer(client, settings)
     await client.ping()
     ready()  # every producer is connected and has built its events: all start together
+    # Without scrubbing, the Redis path alone: what publishing costs once an event is prepared.
+    ready_made = None if scrub else [_encode_only(e) for e in events]
     began = time.time()
+    prepared = ready_made or [prepare_event(e, settings) for e in events]
     if pipelined:
-        await producer.publish_many(events)
+        await producer.publish_many(prepared)
     else:
-        for event in events:
+        for event in prepared:
             await producer.publish(event)
     ended = time.time()
     await client.aclose()
@@ -89,9 +92,7 @@ async def _produce(
 def _producer_process(
     url: str, tag: str, count: int, pipelined: bool, scrub: bool, barrier: Any, results: Any
 ) -> None:
-    if not scrub:  # the Redis path alone: what publishing costs once an event is prepared
-        producer_module.prepare_encoded = _encode_only  # type: ignore[assignment]
-    results.put(asyncio.run(_produce(url, tag, count, pipelined, barrier.wait)))
+    results.put(asyncio.run(_produce(url, tag, count, pipelined, scrub, barrier.wait)))
 
 
 def throughput(url: str, producers: int, count: int, pipelined: bool, scrub: bool) -> float:

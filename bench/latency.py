@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from bench.common import WorkerProcesses
 from pipeline.events import ToolCall
 from tests.support.fake_observer import RecordedRequest, Reply, deterministic_reply
-from worker.ingest.producer import Producer
+from worker.ingest.producer import Producer, prepare_event
 
 TOKEN = re.compile(r"\bL(\d{8})\b")
 _LINE = "tests/test_cart.py::test_discount_{j} PASSED [{p:3d}%] in 0.0{d}s (cart total 90.00)\n"
@@ -112,7 +112,9 @@ async def steady(
         if due > sent:
             now = time.perf_counter()
             published.update((t, now) for t in tokens[sent:due])
-            await producer.publish_many(events[sent:due])
+            await producer.publish_many(
+                [prepare_event(e, producer.settings) for e in events[sent:due]]
+            )
             sent = due
         await asyncio.sleep(0.002)
     reached = len(events) / (time.perf_counter() - started)

@@ -43,7 +43,7 @@ from bench.common import (
 )
 from bench.latency import CallMaker, steady, token_delay_s
 from bench.redis_cost import RedisCost, redis_cost
-from worker.ingest.producer import Producer
+from worker.ingest.producer import Producer, prepare_event
 from worker.keys import Keys
 from worker.settings import Settings
 
@@ -90,7 +90,7 @@ async def run(cfg: Config, url: str, observer_url: str, tmp: Path) -> Result:
     workers = WorkerProcesses(cfg.processes, env, tmp / "logs")
     try:
         warm = maker.interleaved("warm", cfg.sessions, 1)
-        await producer.publish_many(warm)
+        await producer.publish_many([prepare_event(e, producer.settings) for e in warm])
         await wait_stored(client, KEYS, len(warm), workers, timeout_s=180)
         progress(f"workers up, {cfg.sessions} sessions warm")
         count = max(1, int(cfg.rate * cfg.seconds))

@@ -48,7 +48,7 @@ from bench.common import (
 from bench.databases import Database, cluster_cpu_s, private_postgres
 from pipeline.events import Event, ToolCall
 from tests.support.postgres_server import PostgresServer
-from worker.ingest.producer import Producer
+from worker.ingest.producer import Producer, prepare_event
 from worker.keys import Keys
 from worker.settings import Settings
 
@@ -140,7 +140,7 @@ async def publish_cost(client: aioredis.Redis, producer: Producer, count: int) -
     """Redis commands per published event (the publish script and what it runs)."""
     events = calls("pub", max(1, count // 10), 10)
     before = await command_calls(client)
-    await producer.publish_many(events)
+    await producer.publish_many([prepare_event(e, producer.settings) for e in events])
     spent = delta(await command_calls(client), before)
     await client.flushall()
     return sum(spent.values()) / len(events)
@@ -164,7 +164,7 @@ async def run_config(
     name = f"{BACKENDS[backend]}, {processes} process(es)"
     try:
         warm = calls("warm", cfg.concurrency * processes, 2)
-        await producer.publish_many(warm)
+        await producer.publish_many([prepare_event(e, producer.settings) for e in warm])
         await wait_stored(client, len(warm), workers, timeout_s=180)
         progress(f"{name}: up and warm")
         before = await command_calls(client)
@@ -175,7 +175,7 @@ async def run_config(
         base = await stored(client)
         before = await command_calls(client)
         started = time.monotonic()
-        await producer.publish_many(backlog)
+        await producer.publish_many([prepare_event(e, producer.settings) for e in backlog])
         done = await wait_stored(client, base + len(backlog), workers, timeout_s=900)
         spent = delta(await command_calls(client), before)
         result.events, result.seconds = len(backlog), done - started

@@ -40,7 +40,7 @@ from bench.common import (
 from bench.latency import CallMaker, steady
 from bench.redis_cost import redis_cost
 from bench.throughput_report import Config, Latency, Result, report
-from worker.ingest.producer import Producer
+from worker.ingest.producer import Producer, prepare_event
 from worker.keys import Keys
 from worker.settings import Settings
 
@@ -66,7 +66,7 @@ async def run_config(
     workers = WorkerProcesses(processes, env, tmp / "logs" / name)
     try:
         warm = maker.interleaved(f"{name}-warm", cfg.concurrency * processes, 2)
-        await producer.publish_many(warm)
+        await producer.publish_many([prepare_event(e, producer.settings) for e in warm])
         await wait_stored(client, KEYS, len(warm), workers, timeout_s=180)
         progress(f"{name}: workers up and warm")
         cpu, before = workers.cpu_seconds(), await redis_cost(client)
@@ -78,7 +78,7 @@ async def run_config(
         base, cpu = await stored(client, KEYS), workers.cpu_seconds()
         redis_before = await redis_cost(client)
         started = time.monotonic()
-        await producer.publish_many(backlog)
+        await producer.publish_many([prepare_event(e, producer.settings) for e in backlog])
         result.publish_s = time.monotonic() - started
         done = await wait_stored(client, KEYS, base + len(backlog), workers, timeout_s=600)
         result.events, result.drain_s = len(backlog), done - started

@@ -197,7 +197,7 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
     history = f", last {s.history_turns} raw turns" if s.history_turns else ""
     scheme = Scheme(name=f"memq: {pace}, batches of up to {s.batch_max_events}{history}")
     session = events[0].memory_session_id
-    prepared = [prepare_event(e, s) for e in events]
+    prepared = [prepare_event(e, s).event for e in events]
     reads = live_reads(prepared, s) if live else backlog_reads(prepared, s)
     state: ObserverState | None = None
     limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
@@ -267,7 +267,8 @@ def _ms(event: Event) -> int:
 
 def framed_call_chars(events: Sequence[Event], mode: Mode, settings: Settings) -> float:
     """The mean size of one tool call as `build_observation_prompt` frames it, alone."""
-    calls = [e for e in (prepare_event(e, settings) for e in events) if isinstance(e, ToolCall)]
+    prepared = (prepare_event(e, settings).event for e in events)
+    calls = [e for e in prepared if isinstance(e, ToolCall)]
     budget = settings.field_budget_chars
     sizes = [len(build_observation_prompt(c, mode=mode, field_budget_chars=budget)) for c in calls]
     return sum(sizes) / len(sizes)

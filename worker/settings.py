@@ -213,7 +213,7 @@ def load_settings(
     if "mode" not in env and environ.get("CLAUDE_MEM_MODE"):
         env["mode"] = environ["CLAUDE_MEM_MODE"]  # the original's variable, honoured
     if unknown:
-        raise ConfigError(f"unknown setting {', '.join(sorted(unknown))}: see the README table")
+        raise ConfigError(f"unknown setting {', '.join(sorted(unknown))}: see docs/settings.md")
     merged = {**(file_values or {}), **env}
     try:
         return msgspec.convert(merged, Settings, strict=False, dec_hook=_decode_secret)

@@ -19,7 +19,9 @@ _PLACEHOLDER_SHAPE = re.compile(
       \$\{[^{}]*\}? | \$\(.*\)?                 # ${VAR}, $(command)
     | \$(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)  # $VAR, $var; not $ecretPass99
     | %[A-Za-z_][A-Za-z0-9_]*%               # %VAR%
-    | \{\{.*\}\} | \{%.*%\} | \{[A-Za-z_][\w.]*\}   # {{ template }}, {% tag %}, {name}
+    | \{\{.*\}\} | \{%.*%\}                   # {{ template }}, {% tag %}
+    | \{(?:[A-Z_][A-Z0-9_.]* | [a-z_][a-z0-9_.]*(?:[A-Z][a-z0-9_.]+)*)\}
+                                             # {NAME}, {name}, {db.userPassword}; not {qb6iFBoF}
     | <[A-Za-z][\w .-]*> | \[REDACTED:[a-z-]+\]  # <your-token>, our marker
     | (?:your|example|sample|dummy|fake|placeholder|replace|insert|enter)
       (?:[-_ ]|(?-i:[A-Z]))[A-Za-z_ -]*       # YOUR_API_KEY, your-secret-here: words only

@@ -197,3 +197,36 @@ async def _latest_prompt(stack: AgentStack, session: str) -> str | None:
     finally:
         await store.aclose()
     return row.prompt_text if row else None
+
+
+@pytest.mark.parametrize("http", [False, True], ids=["command", "http"])
+def test_memq_install_writes_the_docs_blocks_and_a_real_session_is_captured(
+    tmp_path: Path, redis_url: str, redis: aioredis.Redis, fake_observer: FakeObserver,
+    model: AnthropicAgentModel, http: bool,
+) -> None:  # fmt: skip
+    with agent_stack(tmp_path, redis_url, fake_observer) as stack:
+        url = stack.start_agent_endpoint() if http else None
+        port = url.rsplit(":", 1)[1] if url else "8766"
+        flags = ["--http"] if http else []
+        done = stack.run_memq("install", "claude-code", *flags, MEMQ_AGENT_PORT=port)
+        assert done.returncode == 0, done.stderr
+        written = json.loads((stack.home / ".claude" / "settings.json").read_text())
+        expected = json.dumps(doc_blocks()[1 if http else 0]).replace(
+            '"memq hook', f'"{stack.memq} hook'
+        )
+        assert written == json.loads(expected.replace("127.0.0.1:8766", f"127.0.0.1:{port}"))
+        mcp = json.loads((stack.home / ".claude.json").read_text())
+        assert mcp == json.loads(
+            json.dumps(doc_blocks()[2]).replace('"command": "memq"', f'"command": "{stack.memq}"')
+        )
+        model.script = [ToolUse("Read", {"file_path": "README.md"}), Text("Read it.")]
+        session = run_claude(stack, model, "Read the README")
+        rows = stack.wait_for(observations=1, summaries=1, timeout_s=60)
+        assert {r.memory_session_id for r in rows} == {session}
+        assert stack.run_memq("uninstall", "claude-code").returncode == 0
+        # install created settings.json: uninstall deletes it; Claude Code keeps its own state in
+        # ~/.claude.json, which keeps everything but memq's server
+        assert not (stack.home / ".claude" / "settings.json").exists()
+        state = json.loads((stack.home / ".claude.json").read_text())
+        assert "memq" not in state.get("mcpServers", {})
+        assert len(state) > 1

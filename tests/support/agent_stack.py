@@ -69,12 +69,12 @@ class AgentStack:
         return env
 
     def run_memq(
-        self, *args: str, stdin: str = "", timeout_s: float = 60
+        self, *args: str, stdin: str = "", timeout_s: float = 60, **env: str
     ) -> subprocess.CompletedProcess[str]:
         """Run the memq CLI as the agent's user would (same HOME, Redis and data dir)."""
         return subprocess.run(
             [self.memq, *args], input=stdin, capture_output=True, text=True, timeout=timeout_s,
-            cwd=self.project, env=self.env(), check=False,
+            cwd=self.project, env=self.env(**env), check=False,
         )  # fmt: skip
 
     def start_worker(self, **memq: str) -> WorkerProcess:

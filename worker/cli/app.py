@@ -6,6 +6,7 @@ import typer
 
 from worker.cli.commands import agent as agent_command
 from worker.cli.commands import dlq, mcp, modes, prompt, publish, read, spool
+from worker.cli.commands import install as install_command
 from worker.cli.commands import redis as redis_command
 from worker.cli.commands import reindex as reindex_command
 from worker.cli.commands import search as search_command
@@ -40,6 +41,7 @@ read.register(app)
 dlq.register(app)
 mcp.register(app)
 agent_command.register(app)
+install_command.register(app)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from worker.http_serving import (
 from worker.ingest.agent_publisher import AgentPublisher
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.registry import HookPayloadError
-from worker.ingest.hook_input import read_hook_input
+from worker.ingest.hook_input import prepare_all, read_hook_input
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -98,8 +98,11 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
                 SESSION_START_BUDGET_S,
                 hook_input.cwd or None,
             )
-        if hook_input.events:
-            await publisher.submit(hook_input.events)
+        events = hook_input.events
+        if hook_input.resend:  # all of them: the publish script keeps the first copy of each
+            events = await asyncio.to_thread(prepare_all, hook_input.resend, settings) + events
+        if events:
+            await publisher.submit(events)
         return Response(output, media_type="application/json")
 
     async def healthz(request: Request) -> Response:

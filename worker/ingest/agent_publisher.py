@@ -15,8 +15,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pipeline.events import Event
 from worker.errors import ConfigError, RedisUnavailableError
+from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import Producer, PublishRefusedError, SyncProducer
 from worker.ingest.spool import Spool
 from worker.settings import Settings
@@ -41,7 +41,7 @@ class AgentPublisher:
     def __init__(self, settings: Settings, *, queue_batches: int = QUEUE_BATCHES) -> None:
         self.settings = settings
         self.spool = Spool.from_settings(settings)
-        self._queue: asyncio.Queue[Sequence[Event]] = asyncio.Queue(queue_batches)
+        self._queue: asyncio.Queue[Sequence[PreparedEvent]] = asyncio.Queue(queue_batches)
         self._producer: Producer | None = None
         self._spooling = self.spool.pending()  # older events first: they are flushed before
         self._tasks: list[asyncio.Task[None]] = []
@@ -55,7 +55,7 @@ class AgentPublisher:
             asyncio.create_task(self._flush_forever()),
         ]
 
-    async def submit(self, events: Sequence[Event]) -> None:
+    async def submit(self, events: Sequence[PreparedEvent]) -> None:
         """Queue the events, or spool them; never waits for Redis."""
         if not self._spooling:
             try:
@@ -97,7 +97,7 @@ class AgentPublisher:
                 for _ in range(taken):
                     self._queue.task_done()
 
-    async def _publish(self, batch: list[Event]) -> None:
+    async def _publish(self, batch: list[PreparedEvent]) -> None:
         if self._spooling:  # behind events already spooled, so the order holds
             await self._spool(batch, _BEHIND_SPOOL)
             return
@@ -151,14 +151,14 @@ class AgentPublisher:
             logger.warning("%s; %d event(s) stay spooled", result.refused, result.remaining)
         return result
 
-    def _take_queued(self) -> list[Event]:
-        events: list[Event] = []
+    def _take_queued(self) -> list[PreparedEvent]:
+        events: list[PreparedEvent] = []
         while not self._queue.empty():
             events.extend(self._queue.get_nowait())
             self._queue.task_done()
         return events
 
-    async def _spool(self, events: Sequence[Event], reason: str) -> None:
+    async def _spool(self, events: Sequence[PreparedEvent], reason: str) -> None:
         if not events:
             return
         self._appending += 1

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from pipeline.errors import PipelineError
-from pipeline.events import Event
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.registry import HookPayloadError
-from worker.ingest.hook_input import read_hook_input
+from worker.ingest.hook_input import HookInput, prepare_all, read_hook_input
+from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import PublishRefusedError, SyncProducer
 from worker.ingest.spool import Spool
 from worker.private_files import tighten_data_dir
@@ -63,7 +63,7 @@ class InFlight:
     __slots__ = ("events", "spool")
 
     def __init__(self) -> None:
-        self.events: Sequence[Event] = ()
+        self.events: Sequence[PreparedEvent] = ()
         self.spool: Spool | None = None
 
 
@@ -111,14 +111,17 @@ def _record(
         cwd = hook_input.cwd or None
         out = session_start_output(settings, hook_input.project, deadline - time.monotonic(), cwd)
         sys.stdout.write(out)
-    if hook_input.events:
-        in_flight.spool = Spool.from_settings(settings)
+    if hook_input.events or hook_input.resend:
+        spool = in_flight.spool = Spool.from_settings(settings)
         in_flight.events = hook_input.events
-        _deliver(in_flight.events, settings, deadline, in_flight.spool)
+        _deliver(hook_input, settings, deadline, spool, in_flight)
         in_flight.events = ()
 
 
-def _deliver(events: Sequence[Event], settings: Settings, deadline: float, spool: Spool) -> None:
+def _deliver(
+    hook_input: HookInput, settings: Settings, deadline: float, spool: Spool, in_flight: InFlight
+) -> None:
+    events = hook_input.events
     try:
         producer = SyncProducer.connect(
             settings,
@@ -126,9 +129,14 @@ def _deliver(events: Sequence[Event], settings: Settings, deadline: float, spool
             start_timeout_s=max(0.05, deadline - time.monotonic()),
         )
     except (RedisUnavailableError, ConfigError) as e:
-        _spool(spool, events, f"Redis unavailable ({e})")
+        # Which re-sends are new cannot be asked: spool them all (the flush keeps one each).
+        _spool(spool, prepare_all(hook_input.resend, settings) + events, f"Redis unavailable ({e})")
         return
     with producer:
+        if hook_input.resend:
+            # Only the calls no hook delivered are prepared (redacted, hashed): one round trip.
+            fresh = producer.unseen(hook_input.resend)
+            events = in_flight.events = prepare_all(fresh, settings) + events
         if spool.pending():
             # Older events wait in the spool: queue behind them so the order holds.
             try:
@@ -148,7 +156,7 @@ def _deliver(events: Sequence[Event], settings: Settings, deadline: float, spool
             _spool(spool, events, f"publish failed ({e})")
 
 
-def _spool(spool: Spool, events: Sequence[Event], reason: str) -> None:
+def _spool(spool: Spool, events: Sequence[PreparedEvent], reason: str) -> None:
     kept = spool.append(events)
     if kept:
         _log(f"{reason}: {kept} event(s) spooled in {spool.path}; `memq spool flush` sends them")

@@ -41,6 +41,19 @@ _FIT_ATTEMPTS = 8
 _MARGIN = 32_768  # characters between a window's edge and the final cut (> any PEM block)
 
 
+class PreparedEvent(msgspec.Struct, frozen=True):
+    """An event made fit to leave the host, with its wire bytes: the only thing producers and
+    the spool take. Made by `prepare` (or read back from the spool, which holds only these)."""
+
+    event: Event
+    raw: bytes
+
+
+def prepare(event: Event, max_bytes: int) -> PreparedEvent:
+    """The event scrubbed and capped, once: EventDecodeError when it cannot fit."""
+    return PreparedEvent(*prepare_encoded(event, max_bytes))
+
+
 def prepare_encoded(event: Event, max_bytes: int) -> tuple[Event, bytes]:
     """The event made safe and small, and its wire bytes; EventDecodeError if it cannot fit."""
     # Larger than any cut _fit can ask for, by _MARGIN on the tail side (2 * _MARGIN at the head).

@@ -18,7 +18,7 @@ import msgspec
 from pipeline.events import Event, ToolCall
 from worker.connect.managed_redis import DEFAULT_START_TIMEOUT_S
 from worker.errors import BackpressureError, RedisUnavailableError
-from worker.ingest.prepare import prepare_encoded
+from worker.ingest.prepare import PreparedEvent, prepare
 from worker.ingest.sync_redis import SyncRedis, connect_sync
 from worker.keys import Keys
 from worker.queue.scheduling import PUBLISH_LUA, Scheduler, publish_args
@@ -32,9 +32,9 @@ CHUNK_SIZE = 500
 _PUBLISH_SHA = hashlib.sha1(PUBLISH_LUA.encode()).hexdigest()
 
 
-def prepare_event(event: Event, settings: Settings) -> Event:
+def prepare_event(event: Event, settings: Settings) -> PreparedEvent:
     """The event as it may leave the producer: private parts stripped, secrets redacted, capped."""
-    return prepare_encoded(event, settings.max_event_bytes)[0]
+    return prepare(event, settings.max_event_bytes)
 
 
 class PublishResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,26 +91,28 @@ class Producer:
     ) -> None:
         await self.aclose()
 
-    async def publish(self, event: Event) -> PublishResult:
+    async def publish(self, event: PreparedEvent) -> PublishResult:
         """Publish one event; BackpressureError when its session's stream is full."""
         return (await self.publish_many([event]))[0]
 
-    async def publish_many(self, events: Iterable[Event]) -> list[PublishResult]:
+    async def publish_many(self, events: Iterable[PreparedEvent]) -> list[PublishResult]:
         """Publish events in order, pipelined; PublishRefusedError if any was refused."""
         from redis.exceptions import RedisError
 
         results: list[PublishResult] = []
         script = self._scheduler.publish_script
-        for chunk in _chunks(events, self.settings):
+        for chunk in _chunks(events):
             pipe = self.redis.pipeline(transaction=False)
-            for prepared, raw in chunk:
-                keys, args = event_publish_args(self._keys, self.settings, prepared, raw)
+            for prepared in chunk:
+                keys, args = event_publish_args(
+                    self._keys, self.settings, prepared.event, prepared.raw
+                )
                 await script(keys=keys, args=args, client=pipe)
             try:
                 replies = await pipe.execute()
             except (RedisError, OSError) as e:
                 raise RedisUnavailableError(f"publish failed: {e}") from e
-            results.extend(_result(p, *reply) for (p, _), reply in zip(chunk, replies, strict=True))
+            results.extend(_result(p.event, *r) for p, r in zip(chunk, replies, strict=True))
         _raise_if_refused(results, self.settings)
         return results
 
@@ -150,30 +152,37 @@ class SyncProducer:
     ) -> None:
         self.close()
 
-    def publish(self, event: Event) -> PublishResult:
+    def publish(self, event: PreparedEvent) -> PublishResult:
         """Publish one event; BackpressureError when its session's stream is full."""
         return self.publish_many([event])[0]
 
-    def publish_many(self, events: Iterable[Event]) -> list[PublishResult]:
+    def unseen(self, events: Sequence[Event]) -> list[Event]:
+        """The events whose id was not published within MEMQ_DEDUPE_WINDOW_S (one round trip)."""
+        if not events:
+            return []
+        seen = self.client.execute("MGET", *(self._keys.seen(e.event_id) for e in events))
+        return [e for e, known in zip(events, seen, strict=True) if known is None]
+
+    def publish_many(self, events: Iterable[PreparedEvent]) -> list[PublishResult]:
         """Publish events in order, pipelined; PublishRefusedError if any was refused."""
         results: list[PublishResult] = []
-        for chunk in _chunks(events, self.settings):
+        for chunk in _chunks(events):
             commands: list[list[Any]] = []
             if not self._script_loaded:
                 commands.append(["SCRIPT", "LOAD", PUBLISH_LUA])
-            commands.extend(self._command(p, raw) for p, raw in chunk)
+            commands.extend(self._command(p) for p in chunk)
             replies = self.client.pipeline(commands)
             if not self._script_loaded:
                 _check_reply(replies.pop(0), self.client.where)
                 self._script_loaded = True
-            for (prepared, _), reply in zip(chunk, replies, strict=True):
+            for prepared, reply in zip(chunk, replies, strict=True):
                 _check_reply(reply, self.client.where)
-                results.append(_result(prepared, *reply))
+                results.append(_result(prepared.event, *reply))
         _raise_if_refused(results, self.settings)
         return results
 
-    def _command(self, event: Event, raw: bytes) -> list[Any]:
-        keys, args = event_publish_args(self._keys, self.settings, event, raw)
+    def _command(self, prepared: PreparedEvent) -> list[Any]:
+        keys, args = event_publish_args(self._keys, self.settings, prepared.event, prepared.raw)
         return ["EVALSHA", _PUBLISH_SHA, len(keys), *keys, *args]
 
 
@@ -189,10 +198,10 @@ def event_publish_args(
     )  # fmt: skip
 
 
-def _chunks(events: Iterable[Event], settings: Settings) -> Iterable[list[tuple[Event, bytes]]]:
-    chunk: list[tuple[Event, bytes]] = []
+def _chunks(events: Iterable[PreparedEvent]) -> Iterable[list[PreparedEvent]]:
+    chunk: list[PreparedEvent] = []
     for event in events:
-        chunk.append(prepare_encoded(event, settings.max_event_bytes))
+        chunk.append(event)
         if len(chunk) >= CHUNK_SIZE:
             yield chunk
             chunk = []

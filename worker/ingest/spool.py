@@ -22,7 +22,8 @@ from typing import BinaryIO, Protocol
 import msgspec
 
 from pipeline.errors import EventDecodeError
-from pipeline.events import Event, decode_event, encode_event
+from pipeline.events import Event, decode_event
+from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import PublishRefusedError, PublishResult
 from worker.ingest.spool_io import count_lines, fsync_dir, size, try_lock
 from worker.settings import Settings
@@ -33,7 +34,7 @@ FLUSH_CHUNK = 200
 class Publisher(Protocol):
     """What a flush publishes through (SyncProducer)."""
 
-    def publish_many(self, events: Sequence[Event]) -> list[PublishResult]: ...
+    def publish_many(self, events: Sequence[PreparedEvent]) -> list[PublishResult]: ...
 
 
 class FlushResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -80,12 +81,12 @@ class Spool:
         """Whether any event waits in the spool (cheap: two stat calls)."""
         return size(self.path) > 0 or size(self.flushing_path) > 0
 
-    def append(self, events: Sequence[Event]) -> int:
+    def append(self, events: Sequence[PreparedEvent]) -> int:
         """Append events durably; returns how many fit (the others are dropped and counted)."""
         with self._append_lock():
             return self._append_locked(events)
 
-    def try_append(self, events: Sequence[Event]) -> bool:
+    def try_append(self, events: Sequence[PreparedEvent]) -> bool:
         """Append unless another thread or process holds the append lock (never waits)."""
         try:
             with self._append_lock(blocking=False):
@@ -95,7 +96,7 @@ class Spool:
         return True
 
     def append_then_flush(
-        self, events: Sequence[Event], producer: Publisher, *, deadline: float | None = None
+        self, events: Sequence[PreparedEvent], producer: Publisher, *, deadline: float | None = None
     ) -> FlushResult | None:
         """Queue events behind the spooled ones, then flush unless another process is flushing."""
         with self._append_lock():
@@ -128,13 +129,13 @@ class Spool:
             rejected=count_lines(self.rejected_path),
         )
 
-    def _append_locked(self, events: Sequence[Event]) -> int:
+    def _append_locked(self, events: Sequence[PreparedEvent]) -> int:
         used = size(self.path) + size(self.flushing_path)
         lines: list[bytes] = []
-        for event in events:
-            line = encode_event(event) + b"\n"
+        for prepared in events:
+            line = prepared.raw + b"\n"
             if used + len(line) > self.max_bytes:
-                self._count_dropped(event)
+                self._count_dropped(prepared.event)
                 continue
             used += len(line)
             lines.append(line)
@@ -180,7 +181,7 @@ class Spool:
                     continue
                 refused: str | None = None
                 try:
-                    results = producer.publish_many([event for _, event in batch])
+                    results = producer.publish_many([event for _, event in batch])  # prepared
                 except PublishRefusedError as e:
                     results, refused = e.results, str(e)
                 stop = next((i for i, r in enumerate(results) if r.status == "refused"), None)
@@ -218,9 +219,10 @@ class Spool:
             self.flushing_path.unlink()
         fsync_dir(self.directory)
 
-    def _decode_or_reject(self, line: bytes, line_no: int) -> Event | None:
+    def _decode_or_reject(self, line: bytes, line_no: int) -> PreparedEvent | None:
+        # A spooled line was prepared before it was written: it is not prepared again.
         try:
-            return decode_event(line)
+            return PreparedEvent(decode_event(line), line.rstrip(b"\n"))
         except EventDecodeError as e:
             with self.rejected_path.open("ab") as f:
                 f.write(line if line.endswith(b"\n") else line + b"\n")
@@ -259,10 +261,10 @@ class Spool:
 
 
 def _batches(
-    f: BinaryIO, decode: Callable[[bytes, int], Event | None]
-) -> Iterator[tuple[list[tuple[int, Event]], int, int]]:
+    f: BinaryIO, decode: Callable[[bytes, int], PreparedEvent | None]
+) -> Iterator[tuple[list[tuple[int, PreparedEvent]], int, int]]:
     """Yield (events with their line offsets, corrupt lines, offset after the batch)."""
-    batch: list[tuple[int, Event]] = []
+    batch: list[tuple[int, PreparedEvent]] = []
     rejected = offset = 0
     for line_no, line in enumerate(f, start=1):
         event = decode(line, line_no)

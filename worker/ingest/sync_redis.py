@@ -1,7 +1,7 @@
 """The hook's small blocking Redis client: RESP over one socket, parsed by hiredis.
 
 Kept instead of redis-py's sync client because importing redis-py doubles the Claude Code
-hook's time (README, "Reaching Redis"). URLs are read by the one shared parser
+hook's time (docs/fleet.md, "Reaching Redis"). URLs are read by the one shared parser
 (`worker.connect.redis_url`), so this client takes every form the others take.
 """
 
@@ -187,7 +187,7 @@ def _handshake(client: SyncRedis, setup: list[list[Arg]]) -> SyncRedis:
 def _wrap_tls(sock: socket.socket, address: RedisAddress) -> socket.socket:
     import ssl
 
-    # The TLS options of redis-py's URLs that memq documents (README, "Reaching Redis").
+    # The TLS options of redis-py's URLs that memq documents (docs/fleet.md, "Reaching Redis").
     context = ssl.create_default_context(cafile=address.options.get("ssl_ca_certs"))
     if str(address.options.get("ssl_cert_reqs", "required")).lower() == "none":
         context.check_hostname = False

@@ -17,7 +17,7 @@ from pipeline.events import Prompt
 from tests.support.ingest import console_script, short_data_dir, subprocess_env
 from worker.connect.managed_redis import ManagedRedis
 from worker.errors import RedisUnavailableError
-from worker.ingest.producer import SyncProducer
+from worker.ingest.producer import SyncProducer, prepare_event
 from worker.keys import Keys
 from worker.settings import Settings
 
@@ -132,7 +132,7 @@ def test_queued_events_survive_a_restart(data_dir: Path) -> None:
         prompt_text="hello",
     )
     with SyncProducer.connect(settings) as producer:
-        producer.publish(event)
+        producer.publish(prepare_event(event, settings))
     managed = ManagedRedis(data_dir)
     managed.stop()
     managed.ensure_running()

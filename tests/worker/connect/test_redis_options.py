@@ -24,7 +24,7 @@ from tests.support.worker_harness import drain, make_settings, running_runtime, 
 from worker.connect.redis_client import connect_redis
 from worker.connect.sentinel import SentinelUrl, parse_sentinel_url
 from worker.errors import ConfigError, RedisUnavailableError
-from worker.ingest.producer import SyncProducer
+from worker.ingest.producer import SyncProducer, prepare_event
 from worker.ingest.sync_redis import connect_sync
 from worker.queue.arq_pool import connect_arq
 from worker.settings import Settings, load_settings
@@ -350,7 +350,7 @@ async def test_the_worker_and_the_hook_producer_run_through_sentinel(
     url = f"redis+sentinel://memq:{ESCAPED}@127.0.0.1:{sentinel.port}/mymaster"
     settings = make_settings(tmp_path, url, fake_observer.url)
     with SyncProducer.connect(settings) as producer:
-        producer.publish_many([tool_call("st1", n) for n in range(3)])
+        producer.publish_many([prepare_event(tool_call("st1", n), settings) for n in range(3)])
     redis = await connect_arq(settings)
     try:
         async with running_runtime(settings, redis) as rt:

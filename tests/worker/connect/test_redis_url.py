@@ -15,7 +15,7 @@ from worker.connect.sentinel import SentinelUrl
 from worker.errors import ConfigError
 from worker.masked_url import describe_url
 
-# Every form README's "Reaching Redis" documents, and the query options redis-py reads.
+# Every form docs/fleet.md's "Reaching Redis" documents, and the query options redis-py reads.
 URLS = [
     "redis://localhost",
     "redis://host:6379/0",

@@ -25,6 +25,7 @@ from tests.support.ingest import black_hole, closed_port_url
 from tests.support.redis_server import RedisServer
 from worker.ingest.agent import HOOK_PATH
 from worker.ingest.agent_publisher import AgentPublisher
+from worker.ingest.prepare import prepare
 from worker.ingest.spool import Spool
 
 pytestmark = pytest.mark.slow  # runs uvicorn and redis-server processes
@@ -104,7 +105,7 @@ async def test_a_redis_that_never_answers_costs_no_time_and_spools(tmp_path: Pat
 
 async def test_past_the_queue_bound_requests_spool_instead_of_waiting(tmp_path: Path) -> None:
     publisher = AgentPublisher(agent_settings(tmp_path, closed_port_url()), queue_batches=1)
-    events = [decode_event(_event_line(n)) for n in range(2)]
+    events = [prepare(decode_event(_event_line(n)), 16_384) for n in range(2)]
     await publisher.submit(events[:1])  # queued: the publishing task is not running
     await publisher.submit(events[1:])  # the queue is full: spooled at once
     spooled = Spool(tmp_path / "spool", 1 << 30).status().events

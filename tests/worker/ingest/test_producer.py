@@ -16,6 +16,7 @@ from pipeline.errors import EventDecodeError
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, decode_event, encode_event
 from tests.support.ingest import stored_bytes
 from worker.errors import BackpressureError, RedisUnavailableError
+from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import (
     Producer,
     PublishRefusedError,
@@ -76,10 +77,12 @@ async def _fix_publish(
     sync = SyncProducer.connect(settings) if request.param == "sync" else None
 
     async def publish(events: list[Event], s: Settings = settings) -> list[PublishResult]:
+        # Every caller prepares once (the producers take only prepared events).
+        prepared = [prepare_event(e, s) for e in events]
         if sync is None:
-            return await Producer(redis, s).publish_many(events)
+            return await Producer(redis, s).publish_many(prepared)
         sync.settings = s
-        return sync.publish_many(events)
+        return sync.publish_many(prepared)
 
     yield publish
     if sync is not None:
@@ -109,7 +112,7 @@ async def test_every_kind_round_trips_through_its_stream_entry(
 async def test_async_publish_returns_the_stream_id(
     redis: aioredis.Redis, settings: Settings
 ) -> None:
-    result = await Producer(redis, settings).publish(EVENTS[0])
+    result = await Producer(redis, settings).publish(prepare_event(EVENTS[0], settings))
     ((entry_id, _),) = await _entries(redis)
     assert (result.status, result.stream_id) == ("added", entry_id.decode())
 
@@ -166,9 +169,9 @@ async def test_single_publish_raises_backpressure_error(
     redis: aioredis.Redis, settings: Settings
 ) -> None:
     producer = Producer(redis, msgspec.structs.replace(settings, max_pending_per_session=1))
-    await producer.publish(EVENTS[0])
+    await producer.publish(prepare_event(EVENTS[0], settings))
     with pytest.raises(BackpressureError, match=r"session s1 .* 1 unprocessed"):
-        await producer.publish(replace_id(EVENTS[0], "p-next"))
+        await producer.publish(prepare_event(replace_id(EVENTS[0], "p-next"), settings))
 
 
 def _leaky_events() -> list[Event]:
@@ -206,7 +209,7 @@ async def test_secrets_and_private_content_never_reach_redis(
 def test_prepare_strips_private_regions_before_redacting() -> None:
     settings = Settings()
     event = _leaky_events()[0]
-    prepared = prepare_event(event, settings)
+    prepared = prepare_event(event, settings).event
     assert isinstance(prepared, Prompt)
     assert PRIVATE not in prepared.prompt_text
     assert GITHUB_TOKEN not in prepared.prompt_text
@@ -226,7 +229,7 @@ async def test_a_100_mb_tool_output_is_truncated_not_rejected(
     line = f"log line with a key {ANTHROPIC_KEY} and more text\n"
     output = line * (size // len(line))
     event = ToolCall(tool_name="Bash", tool_output=output, tool_input="make", **_common("big"))
-    result = await Producer(redis, settings).publish(event)
+    result = await Producer(redis, settings).publish(prepare_event(event, settings))
     del output, event
     ((_, fields),) = await _entries(redis)
     raw = fields[b"event"]
@@ -255,7 +258,7 @@ async def test_a_100_mb_tool_output_is_truncated_not_rejected(
 )
 def test_oversized_fields_fit_the_cap_whatever_their_encoding(text: str, max_bytes: int) -> None:
     event = Summarize(last_assistant_message=text, **_common("s9"))
-    prepared = prepare_event(event, Settings(max_event_bytes=max_bytes))
+    prepared = prepare_event(event, Settings(max_event_bytes=max_bytes)).event
     raw = encode_event(prepared)
     assert max_bytes * 0.5 < len(raw) <= max_bytes
     assert isinstance(prepared, Summarize)
@@ -266,7 +269,7 @@ def test_oversized_fields_fit_the_cap_whatever_their_encoding(text: str, max_byt
 def test_two_big_fields_share_the_budget() -> None:
     event = ToolCall(tool_name="Edit", tool_input="a" * 50_000, tool_output="b" * 50_000,
                      **_common("t2"))  # fmt: skip
-    prepared = prepare_event(event, Settings(max_event_bytes=20_000))
+    prepared = prepare_event(event, Settings(max_event_bytes=20_000)).event
     assert isinstance(prepared, ToolCall)
     sizes = [len(prepared.tool_input), len(prepared.tool_output)]
     assert len(encode_event(prepared)) <= 20_000
@@ -277,7 +280,7 @@ def test_two_big_fields_share_the_budget() -> None:
 def test_a_small_field_stays_whole_beside_a_big_one() -> None:
     event = ToolCall(tool_name="Read", tool_input={"file_path": "/a.py"}, tool_output="z" * 90_000,
                      **_common("t3"))  # fmt: skip
-    prepared = prepare_event(event, Settings(max_event_bytes=16_384))
+    prepared = prepare_event(event, Settings(max_event_bytes=16_384)).event
     assert isinstance(prepared, ToolCall)
     assert prepared.tool_input == {"file_path": "/a.py"}
     assert "<elided" in prepared.tool_output
@@ -316,7 +319,7 @@ def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
         full_at=settings.batch_max_events,
     )
     with SyncProducer.connect(settings) as sync:
-        command = sync._command(EVENTS[1], raw)
+        command = sync._command(PreparedEvent(EVENTS[1], raw))
     assert command[:3] == ["EVALSHA", producer_module._PUBLISH_SHA, len(keys)]
     assert command[3:] == [*keys, *args]
 
@@ -329,7 +332,7 @@ async def test_sync_producer_honours_credentials_and_database_in_the_url(
         url = redis_url.replace("redis://", "redis://memq-test:s3cret@").replace("/0", "/3")
         settings = Settings(redis_url=url, data_dir=str(tmp_path), prefix="t")
         with SyncProducer.connect(settings) as sync:
-            sync.publish(EVENTS[0])
+            sync.publish(prepare_event(EVENTS[0], settings))
         db3 = aioredis.Redis.from_url(redis_url.replace("/0", "/3"))
         assert await db3.xlen(Keys("t").events("s1")) == 1
         await db3.flushdb()

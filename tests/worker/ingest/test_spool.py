@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from pipeline.events import Event, Prompt, ToolCall, decode_event, encode_event
+from pipeline.events import Prompt, ToolCall, decode_event
 from tests.support.ingest import closed_port_url, console_script, subprocess_env
+from worker.ingest.prepare import PreparedEvent, prepare
 from worker.ingest.producer import SyncProducer
 from worker.ingest.spool import FLUSH_CHUNK, FlushResult, Spool
 from worker.keys import Keys
@@ -24,8 +25,8 @@ from worker.settings import Settings
 NOW = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
 
-def _event(i: int, session: str = "s1") -> Event:
-    return ToolCall(
+def _event(i: int, session: str = "s1") -> PreparedEvent:
+    event = ToolCall(
         event_id=f"e{i}",
         memory_session_id=session,
         project="shop",
@@ -33,6 +34,7 @@ def _event(i: int, session: str = "s1") -> Event:
         tool_name="Bash",
         tool_input={"command": f"step {i}"},
     )
+    return prepare(event, 16_384)
 
 
 @pytest.fixture(name="settings")
@@ -117,7 +119,7 @@ async def test_a_corrupt_line_is_skipped_warned_about_and_kept_aside(
 def test_a_full_spool_drops_the_event_counts_it_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    line_size = len(encode_event(_event(0))) + 1
+    line_size = len(_event(0).raw) + 1
     spool = Spool(tmp_path / "spool", max_bytes=line_size * 2 + 10)
     assert spool.append([_event(0), _event(1), _event(2)]) == 2
     assert spool.append([_event(3)]) == 0
@@ -227,5 +229,5 @@ def test_prompts_survive_the_spool_unchanged(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "spool", 1 << 20)
     prompt = Prompt(event_id="p1", memory_session_id="s1", project="shop", occurred_at=NOW,
                     prompt_text="naïve café ☕\nline two", prompt_number=3)  # fmt: skip
-    spool.append([prompt])
+    spool.append([prepare(prompt, 16_384)])
     assert decode_event(spool.path.read_bytes()) == prompt

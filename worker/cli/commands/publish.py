@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Iterable
-from typing import Annotated, BinaryIO
+from typing import TYPE_CHECKING, Annotated, BinaryIO
 
 import msgspec
 import typer
@@ -20,6 +20,9 @@ from worker.cli.exits import (
     settings_from_environment,
 )
 from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.ingest.prepare import PreparedEvent
 
 BATCH = 500
 _LISTED_LINES = 10
@@ -74,7 +77,7 @@ async def publish_lines(stdin: BinaryIO, settings: Settings, *, as_json: bool) -
 
     async with await Producer.connect(settings) as producer:
 
-        async def send(batch: list[Event]) -> str | None:
+        async def send(batch: list[PreparedEvent]) -> str | None:
             try:
                 report(await producer.publish_many(batch))
             except PublishRefusedError as e:
@@ -82,7 +85,7 @@ async def publish_lines(stdin: BinaryIO, settings: Settings, *, as_json: bool) -
                 return str(e)
             return None
 
-        batch: list[Event] = []
+        batch: list[PreparedEvent] = []
         for line_no, line in enumerate(stdin, start=1):
             if not line.strip():
                 continue

@@ -70,6 +70,8 @@ def read_hook(
     events = events_from_payload(payload, project=project, host=host, now=now, agent=agent)
     # A resumed conversation holds the context it was given at its start: not again.
     starting = payload.hook_event_name == SESSION_START and payload.source != "resume"
+    if payload.hook_event_name == "Stop":  # the turn's calls read back, then the summary
+        return AgentHook(starting, payload.cwd, project, events[-1:], resend=events[:-1])
     return AgentHook(starting, payload.cwd, project, events)
 
 

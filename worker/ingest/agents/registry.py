@@ -24,6 +24,9 @@ class AgentHook(NamedTuple):
     cwd: str
     project: str
     events: list[Event]
+    resend: list[Event] = []  # noqa: RUF012 (a NamedTuple default, never mutated)
+    """Calls that may already have been published by their own hooks (read back from the
+    agent's transcript): published only where Redis has not seen their event id."""
 
 
 class HookReader(Protocol):
@@ -41,6 +44,10 @@ def reader_for(agent: str) -> HookReader:
         from worker.ingest.agents import claude_code
 
         return claude_code.read_hook
+    if agent == "codex":
+        from worker.ingest.agents import codex
+
+        return codex.read_hook
     if agent == "opencode":
         from worker.ingest.agents import opencode
 
