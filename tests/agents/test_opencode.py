@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 # The calls memq records, by the tool name its observation is titled with; memq_search is
 # memq's own MCP tool.
-REAL_CALLS = Counter({"read": 2, "bash": 2, "edit": 1, "write": 1, "grep": 1})
+REAL_CALLS = Counter({"read": 3, "bash": 2, "edit": 1, "write": 1, "grep": 1})
 OBSERVED = r"<observed_from_primary_session>.*?</observed_from_primary_session>"
 CONTEXT_HEADING = "# memq: what happened recently in webapp"
 
@@ -67,6 +67,8 @@ def _script_first_session(model: ChatCompletionsModel, project: Path) -> None:
         tool("write", filePath=str(project / "NOTES.md"), content="Discount is now 20%.\n"),
         tool("bash", command="test -e no-such-file", description="Check for a file"),
         tool("grep", pattern="def total", path=str(project)),
+        # A tool that throws runs no tool.execute.after: the plugin takes its error part.
+        tool("read", filePath=str(project / "docs" / "missing.md")),
         tool("memq_search", query="cart discount"),
         tool("read", filePath=str(project / ".env")),
         say("Done: the cart discount is 20% now, noted in NOTES.md."),
@@ -170,8 +172,10 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
         shown = "\n".join(r.user for r in fake_observer.requests)
         calls = re.findall(OBSERVED, shown, re.S)
         failed = [c for c in calls if '<outcome failed="true">' in c]
-        assert len(failed) == 1, failed  # the failing `test -e`
-        assert "test -e no-such-file" in failed[0]
+        assert len(failed) == 2, failed
+        assert "test -e no-such-file" in failed[0]  # exit 1
+        assert "missing.md" in failed[1]
+        assert "File not found" in failed[1]
         (summary,) = [r for r in rows if r.kind == "summary"]
         assert "SESSION-ONE: lower the cart discount" in (summary.request or "")
         assert "the cart discount is 20% now" in (summary.learned or "")
@@ -180,11 +184,11 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
         assert "0.8" in (stack.project / "src" / "cart.py").read_text()
         assert (stack.project / "NOTES.md").read_text() == "Discount is now 20%.\n"
 
-        # Every event went to Redis labelled as OpenCode's; the failing command as failed.
+        # Every event went to Redis labelled as OpenCode's; the two failing calls as failed.
         published = [c for c in commands if "XADD" in c.upper() and "tool_call" in c]
         assert len(published) >= sum(REAL_CALLS.values()) + 1
         assert all('\\"agent\\":\\"opencode\\"' in c for c in published), published[:1]
-        assert sum('\\"failed\\":true' in c for c in published) == 1
+        assert sum('\\"failed\\":true' in c for c in published) == 2
         # The planted secret was read by the agent but never reached memq's Redis or observer.
         assert secret not in "\n".join(commands)
         assert secret.encode() not in asyncio.run(_redis_bytes(redis_url))
