@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import re
 import time
@@ -189,7 +190,9 @@ def test_opencode_sessions_are_stored_and_the_next_one_starts_with_their_context
         assert len(published) >= sum(REAL_CALLS.values()) + 1
         assert all('\\"agent\\":\\"opencode\\"' in c for c in published), published[:1]
         assert sum('\\"failed\\":true' in c for c in published) == 2
-        # The planted secret was read by the agent but never reached memq's Redis or observer.
+        # The planted secret was read by the agent (the model saw it) but never reached memq's
+        # Redis or observer.
+        assert any(secret in json.dumps(r.body) for r in model.requests)
         assert secret not in "\n".join(commands)
         assert secret.encode() not in asyncio.run(_redis_bytes(redis_url))
         assert all(secret not in r.user and secret not in r.system for r in fake_observer.requests)
