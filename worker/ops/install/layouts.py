@@ -20,7 +20,7 @@ from worker.ops.install.model import Target, UnsupportedInstallError
 
 OPENCODE_PLUGIN = Path(__file__).resolve().parents[2] / "ingest" / "agents" / "opencode_plugin.js"
 """memq's OpenCode plugin (package data), copied into OpenCode's plugin folder."""
-CODEX_TIMEOUT_S = 10
+CODEX_TIMEOUT_S = 3  # seconds; Codex clamps SessionEnd to 3 anyway, and the hook takes ~1 s at most
 GEMINI_TIMEOUT_MS = 5000
 HTTP_TIMEOUT_S = 5
 HOOK_EVENTS: dict[str, tuple[tuple[str, str | None], ...]] = {

@@ -92,7 +92,7 @@ def test_each_agent_gets_its_events_with_the_full_memq_path(agent: str, events: 
 def test_timeouts_are_in_each_agents_unit() -> None:
     codex = hook_specs("codex", Target(memq=MEMQ, home=HOME))
     gemini = hook_specs("gemini", Target(memq=MEMQ, home=HOME))
-    assert {s.handler["timeout"] for s in codex} == {10}  # seconds
+    assert {s.handler["timeout"] for s in codex} == {3}  # seconds
     assert {(s.handler["timeout"], s.handler["name"]) for s in gemini} == {(5000, "memq")}  # ms
 
 

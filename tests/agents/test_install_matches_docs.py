@@ -1,0 +1,50 @@
+"""`memq install <agent>` writes exactly the blocks of the agent's docs page (with this memq's
+full path): the page the real-agent tests configure from and the command cannot drift apart."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from tests.support.ingest import console_script
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "agents"
+
+
+def _blocks(page: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", (DOCS / page).read_text(), re.S)
+
+
+def _install(home: Path, agent: str) -> None:
+    done = subprocess.run(
+        [console_script(), "install", agent], capture_output=True, text=True, timeout=60,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def _with_path(text: str) -> Any:
+    memq = console_script()
+    text = text.replace('"memq hook', f'"{memq} hook')
+    return json.loads(text.replace('"command": "memq"', f'"command": "{memq}"'))
+
+
+def test_codex(tmp_path: Path) -> None:
+    _install(tmp_path, "codex")
+    (hooks,) = _blocks("codex.md", "json")
+    assert json.loads((tmp_path / ".codex" / "hooks.json").read_text()) == _with_path(hooks)
+    (toml,) = _blocks("codex.md", "toml")
+    written = tomllib.loads((tmp_path / ".codex" / "config.toml").read_text())
+    expected = tomllib.loads(toml.replace('command = "memq"', f'command = "{console_script()}"'))
+    assert written["mcp_servers"]["memq"] == expected["mcp_servers"]["memq"]
+
+
+def test_claude_code(tmp_path: Path) -> None:
+    _install(tmp_path, "claude-code")
+    hooks, _, mcp = _blocks("claude-code.md", "json")
+    assert json.loads((tmp_path / ".claude" / "settings.json").read_text()) == _with_path(hooks)
+    assert json.loads((tmp_path / ".claude.json").read_text()) == _with_path(mcp)
