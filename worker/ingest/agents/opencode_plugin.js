@@ -1,13 +1,14 @@
 // memq's OpenCode plugin: the session's prompts, tool calls, summaries and ends go to memq,
 // and memq's context for the project goes into the system prompt.
 //
-// Install: copy this file to ~/.config/opencode/plugin/ (docs/agents/opencode.md). It imports
-// only node: built-ins, so it needs nothing from npm. Each event is one JSON object (the
-// fields are documented in worker/ingest/agents/opencode.py) POSTed to `memq agent` at
-// $MEMQ_AGENT_URL/hooks/opencode (default http://127.0.0.1:$MEMQ_AGENT_PORT, port 8766),
-// with `Authorization: Bearer $MEMQ_AGENT_TOKEN` when that is set. When the endpoint does
-// not answer, the same JSON goes to `memq hook opencode` on stdin (`memq` from OpenCode's
-// PATH), which publishes it or spools it while Redis is down. Nothing here ever throws into
+// Install: `memq install opencode`, or copy this file to ~/.config/opencode/plugin/
+// (docs/agents/opencode.md). It imports only node: built-ins, so it needs nothing from npm.
+// Each event is one JSON object (the fields are documented in
+// worker/ingest/agents/opencode.py) POSTed to `memq agent` at $MEMQ_AGENT_URL/hooks/opencode
+// (default http://127.0.0.1:$MEMQ_AGENT_PORT, port 8766), with `Authorization: Bearer
+// $MEMQ_AGENT_TOKEN` when that is set. When the endpoint does not answer (or refuses the
+// token), the same JSON goes to `memq hook opencode` on stdin (`memq` from OpenCode's PATH),
+// which publishes it or spools it while Redis is down. Nothing here ever throws into
 // OpenCode.
 import { spawn } from "node:child_process";
 
