@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from tests.support.agent_bins import agent_binary
@@ -53,6 +55,9 @@ def docs_config(memq: str) -> dict[str, Any]:
 
 def configure_opencode(stack: AgentStack, model_url: str) -> Path:
     """Install the plugin, the offline lock and opencode.json in the stack's HOME; its dir."""
+    if shutil.which("rg", path=stack.env()["PATH"]) is None:
+        # OpenCode's grep and glob tools would download it (and fail offline).
+        pytest.fail("ripgrep (rg) is not on the PATH: scripts/agents.sh installs Debian's")
     config_dir = stack.home / ".config" / "opencode"
     # The docs' shell steps as written: the plugin copy (with memq's Python), the offline step.
     env = {"HOME": str(stack.home), "PATH": f"{Path(stack.memq).parent}:/usr/bin:/bin"}
