@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from msgspec.structs import replace
 
@@ -17,10 +19,9 @@ from worker.project import checkout_root
 MAX_HASHED_FILES = 64  # a call naming more files (a huge patch) records the first ones only
 # The hook's whole budget is 1 s: files still unhashed after this are recorded as unknown.
 HASH_BUDGET_S = 0.1
-# Hashing threads at once, in this process; a hung network mount can leave some stuck for
-# good: past this many, events are recorded without hashes rather than starting more.
+# Hashing threads in this process, started as needed and kept; a hung network mount can
+# leave some stuck for good: with all of them busy, events are recorded without hashes.
 _MAX_THREADS = 16
-_threads = threading.BoundedSemaphore(_MAX_THREADS)
 
 
 def with_file_hashes(event: Event, *, budget_s: float = HASH_BUDGET_S) -> Event:
@@ -42,26 +43,62 @@ def with_file_hashes(event: Event, *, budget_s: float = HASH_BUDGET_S) -> Event:
     return replace(event, file_hashes={key: found.get(key) for key in where})
 
 
+class _Job(NamedTuple):
+    where: dict[str, Path]
+    deadline: float
+    found: dict[str, str | None]
+    done: threading.Event
+
+
+class _HashingThreads:
+    """Daemon threads that hash files: a read stuck in the kernel (a hung mount) holds neither
+    the caller past its deadline nor the process's exit. Kept running: starting a thread per
+    event costs more than hashing a small file."""
+
+    def __init__(self, most: int) -> None:
+        self._most = most
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._started = 0
+        self._idle = 0
+
+    def submit(self, job: _Job) -> bool:
+        """Queue the job for an idle thread (or a new one); False when all are busy."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+            elif self._started < self._most:
+                self._started += 1
+                threading.Thread(target=self._work, name="memq-file-hashes", daemon=True).start()
+            else:
+                return False
+        self._jobs.put(job)
+        return True
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                for key, path in job.where.items():
+                    if time.monotonic() > job.deadline:
+                        break
+                    try:
+                        job.found[key] = file_sha256(path, deadline=job.deadline)
+                    except OSError:  # gone right after the call (a deleting patch)
+                        job.found[key] = None
+            finally:
+                job.done.set()
+                with self._lock:
+                    self._idle += 1
+
+
+_THREADS = _HashingThreads(_MAX_THREADS)
+
+
 def _hash_all(where: dict[str, Path], deadline: float) -> dict[str, str | None]:
-    """The hashes taken by `deadline`, on a daemon thread: a read stuck in the kernel (a hung
-    mount) holds neither the caller nor the process's exit."""
-    found: dict[str, str | None] = {}
-    if not _threads.acquire(blocking=False):
-        return found  # earlier hashing threads are all stuck: do not pile up more
-
-    def run() -> None:
-        try:
-            for key, path in where.items():
-                if time.monotonic() > deadline:
-                    return
-                try:
-                    found[key] = file_sha256(path, deadline=deadline)
-                except OSError:  # gone right after the call (a deleting patch)
-                    found[key] = None
-        finally:
-            _threads.release()
-
-    thread = threading.Thread(target=run, name="memq-file-hashes", daemon=True)
-    thread.start()
-    thread.join(max(0.0, deadline - time.monotonic()))
-    return dict(found)  # a copy: a late thread may still add to `found`
+    """The hashes taken by `deadline` (on a hashing thread); the others are left out."""
+    job = _Job(where, deadline, {}, threading.Event())
+    if not _THREADS.submit(job):
+        return {}  # every hashing thread is stuck: do not wait for them
+    job.done.wait(max(0.0, deadline - time.monotonic()))
+    return dict(job.found)  # a copy: a late thread may still add to it
