@@ -22,8 +22,8 @@ _LINGER_S = 1.0
 
 
 def connection_cap(wanted: int) -> int:
-    """`wanted`, but at most half the soft open-file limit (the rest is for Redis, the spool,
-    threads and refused connections lingering)."""
+    """`wanted`, but at most half the soft open-file limit (the rest is for the listening
+    socket, Redis, the spool, the store and refused connections lingering)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return wanted
