@@ -17,6 +17,16 @@ if ! command -v npm >/dev/null 2>&1; then
     echo "memq: the real-agent tests need npm (apt-get install npm)" >&2
   fi
 fi
+# OpenCode's grep and glob tools run ripgrep from the PATH; without it they download it.
+if ! command -v rg >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "memq: installing Debian's ripgrep for the OpenCode tests" >&2
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q ripgrep >/dev/null
+  else
+    echo "memq: the OpenCode tests need ripgrep (apt-get install ripgrep)" >&2
+  fi
+fi
 for entry in "${MEMQ_AGENT_PACKAGES[@]}"; do
   name="${entry%% *}"; spec="${entry#* }"
   dir="$MEMQ_AGENTS_DIR/$name"

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import math
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -165,21 +166,26 @@ async def serve_until_stopped(
     path: str = "/",
     backlog: int = 128,
     on_stop: Callable[[], None] | None = None,
+    http: type[asyncio.Protocol] | None = None,
+    idle_timeout_s: float = 5.0,
 ) -> None:
     """Serve `app` as `listener` says until SIGINT/SIGTERM, or until its `stop` is set.
 
     Once the app has started, `logger` logs `announce` (a %s message) with the URL of `path`,
     and `listener.on_listening` gets that URL; `on_stop` runs as the stop comes, before the
-    drain.
+    drain. `http` replaces uvicorn's HTTP protocol (worker/http_connections.py);
+    `idle_timeout_s` closes a keep-alive connection idle that long.
     """
     stop, on_listening = listener.stop, listener.on_listening
     sock = listen(listener.host, listener.port, backlog=backlog)
     config = uvicorn.Config(
         app,
+        http=http or "auto",
         log_config=None,  # memq's logging (worker/logs.py) renders uvicorn's lines
         access_log=False,  # a `?token=` in a URL must not reach the logs
         lifespan="on",
         timeout_graceful_shutdown=STOP_GRACE_S,
+        timeout_keep_alive=max(1, math.ceil(idle_timeout_s)),  # uvicorn takes whole seconds
     )
     server = QuietServer(config)
     loop = asyncio.get_running_loop()

@@ -18,8 +18,11 @@ PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
 NonNegativeFloat = Annotated[float, msgspec.Meta(ge=0)]
 NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 
-# Read by scripts/bootstrap.sh, not by memq itself.
-_LAUNCHER_VARIABLES = frozenset({"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM"})
+# Read by scripts/bootstrap.sh, or by memq's OpenCode plugin (MEMQ_AGENT_URL: where it posts),
+# not by memq itself: memq commands started in the same environment must not refuse them.
+_LAUNCHER_VARIABLES = frozenset(
+    {"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM", "MEMQ_AGENT_URL"}
+)
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
     "ANTHROPIC_API_KEY": "anthropic_api_key",
@@ -129,6 +132,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     agent_port: Annotated[int, msgspec.Meta(ge=1, le=65535)] = 8766
     agent_token: Secret | None = None  # when set, every hook request needs `Bearer <token>`
     agent_max_body_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 16 * 1024 * 1024
+    # open connections at once (at most half the open-file limit); past it a 503 and close
+    agent_max_connections: Annotated[int, msgspec.Meta(ge=8)] = 1000
+    agent_idle_timeout_s: PositiveFloat = 5.0  # a connection with no request is closed then
+    agent_stall_s: PositiveFloat = 10.0  # publisher without progress this long: /healthz 503
     telegram_token: Secret | None = None  # the bot's token from @BotFather
     telegram_api_url: str = "https://api.telegram.org"  # `/bot<token>/` is appended
     telegram_chat_ids: str = ""  # comma-separated allow-list; no other chat is ever messaged

@@ -4,6 +4,7 @@ full path): the page the real-agent tests configure from and the command cannot 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tomllib
@@ -20,9 +21,12 @@ def _blocks(page: str, lang: str) -> list[str]:
 
 
 def _install(home: Path, agent: str) -> None:
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if "PYTHONPATH" in os.environ:  # a worktree run installs that tree's memq
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
         [console_script(), "install", agent], capture_output=True, text=True, timeout=60,
-        env={"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, check=False,
+        env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
@@ -55,3 +59,15 @@ def test_gemini(tmp_path: Path) -> None:
     hooks, mcp = _blocks("gemini.md", "json")
     written = json.loads((tmp_path / ".gemini" / "settings.json").read_text())
     assert written == {**_with_path(hooks), **_with_path(mcp)}
+
+
+def test_opencode(tmp_path: Path) -> None:
+    from worker.ingest.agents.opencode import plugin_source
+
+    _install(tmp_path, "opencode")
+    (mcp,) = _blocks("opencode.md", "json")
+    config = tmp_path / ".config" / "opencode"
+    expected = json.loads(mcp)
+    expected["mcp"]["memq"]["command"][0] = console_script()
+    assert json.loads((config / "opencode.json").read_text()) == expected
+    assert (config / "plugin" / "memq.js").read_text() == plugin_source()

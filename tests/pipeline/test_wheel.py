@@ -95,3 +95,13 @@ def test_the_installed_loader_finds_its_bundled_modes(wheel: Path, tmp_path: Pat
     assert done.returncode == 0, done.stderr
     listed = " ".join(sorted(path.stem for path in (REPO / "modes").glob("*.json")))
     assert done.stdout.strip() == f"code--ja Code Development (Japanese) 0 {listed}"
+
+
+def test_the_wheel_holds_the_agent_readers_and_the_opencode_plugin(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {
+        "worker/ingest/agents/registry.py",
+        "worker/ingest/agents/opencode.py",
+        "worker/ingest/agents/opencode_plugin.js",
+    } <= names

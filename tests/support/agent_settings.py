@@ -119,7 +119,9 @@ def assert_memq_installed(home: Path, agent: str) -> None:
     if agent == "opencode":
         assert (home / ".config/opencode/plugin/memq.js").read_text() == PLUGIN
         server = read_settings(home / ".config/opencode/opencode.json")["mcp"]["memq"]
-        assert server == {"type": "local", "command": [exe, "mcp"], "enabled": True}
+        assert server == {
+            "type": "local", "command": [exe, "mcp"], "enabled": True, "timeout": 20000,
+        }  # fmt: skip
         return
     hooks_file, servers_file, table = {
         "claude-code": (".claude/settings.json", ".claude.json", "mcpServers"),

@@ -168,3 +168,12 @@ def test_systemd_worker_unit_takes_its_metrics_port_from_the_instance() -> None:
     assert exec_start.endswith("memq worker --metrics-port %i")
     for name in ("memq-ui.service", "memq-telegram.service"):
         assert (DEPLOY / "systemd" / name).is_file()
+
+
+def test_systemd_units_that_serve_http_raise_the_open_file_limit_above_the_agent_cap() -> None:
+    # memq agent keeps at most half the soft limit open (worker/http_connections.py): at the
+    # default 1,024 it would refuse past 512, below MEMQ_AGENT_MAX_CONNECTIONS' default.
+    for name in ("memq-agent.service", "memq-ui.service", "memq-worker@.service"):
+        unit = (DEPLOY / "systemd" / name).read_text()
+        (limit,) = [line for line in unit.splitlines() if line.startswith("LimitNOFILE=")]
+        assert int(limit.removeprefix("LimitNOFILE=")) >= 2 * Settings().agent_max_connections

@@ -51,6 +51,12 @@ def test_claude_mem_mode_is_honoured_and_memq_mode_wins() -> None:
     assert load_settings(both).mode == "code--chill"
 
 
+def test_the_opencode_plugins_variable_is_not_an_unknown_setting() -> None:
+    # `memq hook opencode` and `memq mcp` run in OpenCode's environment, where it may be set.
+    s = load_settings({"MEMQ_AGENT_URL": "http://127.0.0.1:9000", "MEMQ_AGENT_PORT": "9000"})
+    assert s.agent_port == 9000
+
+
 @pytest.mark.parametrize(
     ("environ", "fragment"),
     [

@@ -4,7 +4,8 @@
 answers what it would print (SessionStart: the project's context; otherwise an empty 200).
 Events are prepared like the command hook's and handed to `AgentPublisher`, so the answer
 never waits for Redis. Loopback only unless MEMQ_AGENT_TOKEN is set; bodies past
-MEMQ_AGENT_MAX_BODY_BYTES get a 413.
+MEMQ_AGENT_MAX_BODY_BYTES get a 413; connections past MEMQ_AGENT_MAX_CONNECTIONS a 503, and
+`/healthz` a 503 while the publisher is stuck (MEMQ_AGENT_STALL_S).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import os
+import sys
+import threading
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -21,14 +25,16 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from pipeline.errors import PipelineError
+from worker.http_connections import capped_http_protocol, connection_cap, refusal_response
 from worker.http_serving import (
     MIN_TOKEN_CHARS,
+    STOP_GRACE_S,
     Listener,
     check_token_bind,
     is_loopback_host_header,
     serve_until_stopped,
 )
-from worker.ingest.agent_publisher import AgentPublisher
+from worker.ingest.agent_publisher import DRAIN_S, AgentPublisher
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.registry import HookPayloadError
 from worker.ingest.hook_input import prepare_all, read_hook_input
@@ -40,6 +46,9 @@ HOOK_PATH = "/hooks/claude-code"
 HOOKS_PREFIX = "/hooks/"
 # SessionStart reads the store for the context: past this the session starts without it.
 SESSION_START_BUDGET_S = 2.0
+# Run on its own, a SIGTERM stops it within this even when a thread is stuck for good (a
+# hung disk under the spool): uvicorn's grace, the publisher's drain, its spooling, 1 s.
+STOP_DEADLINE_S = STOP_GRACE_S + 2 * DRAIN_S + 1
 
 
 class _BodyTooLargeError(Exception):
@@ -102,11 +111,14 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         if hook_input.resend:  # all of them: the publish script keeps the first copy of each
             events = await asyncio.to_thread(prepare_all, hook_input.resend, settings) + events
         if events:
-            await publisher.submit(events)
+            late = await publisher.submit_within(events, settings.agent_stall_s)
+            if late is not None:
+                return _line(503, late)
         return Response(output, media_type="application/json")
 
     async def healthz(request: Request) -> Response:
-        return PlainTextResponse("ok\n")
+        stall = publisher.stall()
+        return PlainTextResponse("ok\n") if stall is None else _line(503, stall)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -163,7 +175,36 @@ def _line(status: int, message: str) -> Response:
 async def run_agent(settings: Settings, listener: Listener) -> None:
     """Serve hook requests until SIGINT/SIGTERM, or until the listener's `stop` is set."""
     check_agent_bind(listener.host, settings.agent_token.reveal() if settings.agent_token else None)
+    cap = connection_cap(settings.agent_max_connections)
+    refusal = refusal_response(
+        f"memq agent: {cap} connections are open, the most it keeps"
+        " (MEMQ_AGENT_MAX_CONNECTIONS, at most half the open-file limit): try again shortly"
+    )
+    http = capped_http_protocol(
+        max_connections=cap, idle_timeout_s=settings.agent_idle_timeout_s, refusal=refusal
+    )
     await serve_until_stopped(
         build_agent_app(settings, AgentPublisher(settings)), listener, logger=logger,
         announce="taking Claude Code hook events on %s", path=HOOK_PATH, backlog=1024,
+        http=http, idle_timeout_s=settings.agent_idle_timeout_s,
+        on_stop=_exit_if_still_running if listener.stop is None else None,
     )  # fmt: skip
+
+
+def _exit_if_still_running() -> None:
+    """On SIGTERM/SIGINT: a daemon timer ends the process at STOP_DEADLINE_S whatever waits."""
+    timer = threading.Timer(STOP_DEADLINE_S, _exit_now)
+    timer.daemon = True
+    timer.start()
+
+
+def _exit_now() -> None:
+    logger.error(
+        "still not stopped %g s after the signal (a thread stuck on a hung disk or mount):"
+        " exiting without it",
+        STOP_DEADLINE_S,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 QUEUE_BATCHES = 500
 RETRY_S = 0.5  # while events wait in the spool, how often a flush is tried
 _BATCH_EVENTS = 200  # events one pipelined publish carries at most
-_DRAIN_S = 2.0  # on shutdown, how long queued events may still go to Redis
+DRAIN_S = 2.0  # on shutdown, how long queued events may still go to Redis
 _BEHIND_SPOOL = "older events wait in the spool"
 
 
@@ -47,6 +48,9 @@ class AgentPublisher:
         self._tasks: list[asyncio.Task[None]] = []
         self._appending = 0  # spool appends under way (in threads)
         self._append_order = asyncio.Lock()  # FIFO: appends land in the order they were asked
+        self._busy = 0  # batches being published or spooled
+        self._progress_at = time.monotonic()  # when a batch was last taken, sent or spooled
+        self._late: set[asyncio.Task[None]] = set()  # submits a request stopped waiting for
 
     async def start(self) -> None:
         """Start the publishing and spool-flushing tasks."""
@@ -57,6 +61,7 @@ class AgentPublisher:
 
     async def submit(self, events: Sequence[PreparedEvent]) -> None:
         """Queue the events, or spool them; never waits for Redis."""
+        self._note_work()
         if not self._spooling:
             try:
                 self._queue.put_nowait(events)
@@ -66,27 +71,80 @@ class AgentPublisher:
                 return
         await self._spool(events, _BEHIND_SPOOL)
 
+    async def submit_within(self, events: Sequence[PreparedEvent], timeout_s: float) -> str | None:
+        """`submit`, waited for at most `timeout_s`: None once taken, else why not (one line).
+
+        A late submit goes on in the background (at most QUEUE_BATCHES of them); past that
+        the events are not taken at all.
+        """
+        if len(self._late) >= self._queue.maxsize:
+            return f"{len(self._late)} hook requests already wait for the spool: not recorded"
+        task = asyncio.create_task(self.submit(events))
+        done, _ = await asyncio.wait([task], timeout=timeout_s)
+        if done:
+            task.result()
+            return None
+        self._late.add(task)
+        task.add_done_callback(self._late.discard)
+        return (
+            f"not spooled within {timeout_s:g} s (MEMQ_AGENT_STALL_S): the hook input waits in"
+            f" memory for the spool in {self.spool.directory}"
+        )
+
+    def stall(self) -> str | None:
+        """Why the publisher is stuck (work waits, no progress for MEMQ_AGENT_STALL_S), or None."""
+        waiting = self._queue.qsize() + self._busy + self._appending
+        idle_s = time.monotonic() - self._progress_at
+        if not waiting or idle_s < self.settings.agent_stall_s:
+            return None
+        return (
+            f"the publisher has made no progress for {idle_s:.0f} s with {waiting} hook"
+            f" request(s) waiting (MEMQ_AGENT_STALL_S={self.settings.agent_stall_s:g}):"
+            f" Redis or the spool in {self.spool.directory} is not answering"
+        )
+
     async def aclose(self) -> None:
-        """Publish what is queued (briefly), spool the rest, stop the tasks, close Redis."""
+        """Publish what is queued (briefly), spool the rest, stop the tasks, close Redis.
+
+        Takes at most 2 * DRAIN_S: a spool that does not answer (a hung disk) is given up on.
+        """
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), _DRAIN_S)
+            await asyncio.wait_for(self._queue.join(), DRAIN_S)
+        try:
+            await asyncio.wait_for(self._stop_tasks(), DRAIN_S)
+        except TimeoutError:
+            logger.error(
+                "stopping with %d hook request(s) not spooled: the spool in %s is not answering",
+                self._queue.qsize() + self._busy + self._appending,
+                self.spool.directory,
+            )
+        if self._late:
+            logger.error(
+                "stopping with %d hook request(s) still waiting for the spool in %s: not recorded",
+                len(self._late),
+                self.spool.directory,
+            )
+        if self._producer is not None:
+            await self._producer.aclose()
+            self._producer = None
+
+    async def _stop_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         left = self._take_queued()
         if left:
             await self._spool(left, "memq agent stopping")
-        if self._producer is not None:
-            await self._producer.aclose()
-            self._producer = None
 
     async def _publish_forever(self) -> None:
         while True:
             batch = list(await self._queue.get())
+            self._progress_at = time.monotonic()
             taken = 1
             while len(batch) < _BATCH_EVENTS and not self._queue.empty():
                 batch.extend(self._queue.get_nowait())
                 taken += 1
+            self._busy += 1
             try:
                 await self._publish(batch)
             except asyncio.CancelledError:
@@ -94,6 +152,8 @@ class AgentPublisher:
                 await asyncio.shield(self._spool(batch, "memq agent stopping"))
                 raise
             finally:
+                self._busy -= 1
+                self._progress_at = time.monotonic()
                 for _ in range(taken):
                     self._queue.task_done()
 
@@ -151,6 +211,11 @@ class AgentPublisher:
             logger.warning("%s; %d event(s) stay spooled", result.refused, result.remaining)
         return result
 
+    def _note_work(self) -> None:
+        # Work arriving after a quiet spell: the stall is counted from now, not from then.
+        if not (self._queue.qsize() or self._busy or self._appending):
+            self._progress_at = time.monotonic()
+
     def _take_queued(self) -> list[PreparedEvent]:
         events: list[PreparedEvent] = []
         while not self._queue.empty():
@@ -161,11 +226,13 @@ class AgentPublisher:
     async def _spool(self, events: Sequence[PreparedEvent], reason: str) -> None:
         if not events:
             return
+        self._note_work()
         self._appending += 1
         try:
             async with self._append_order:
                 # An append fsyncs: off the event loop, so other requests are answered meanwhile.
                 kept = await asyncio.to_thread(self.spool.append, events)
+            self._progress_at = time.monotonic()
         finally:
             self._appending -= 1
         # Every request spools while Redis is away: one line per event would flood the log.

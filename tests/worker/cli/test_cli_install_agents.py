@@ -111,7 +111,7 @@ def test_opencode_loads_the_plugin_and_the_mcp_server(bins: dict[str, Path], hom
     output = run_agent(bins["opencode"], home, "debug", "config")
     config = json.loads(output[output.index("{") :])
     assert config["mcp"]["memq"] == {
-        "type": "local", "command": [console_script(), "mcp"], "enabled": True,
+        "type": "local", "command": [console_script(), "mcp"], "enabled": True, "timeout": 20000,
     }  # fmt: skip
     assert "other" in config["mcp"]
     plugins = home / ".config/opencode/plugin"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import pytest
 
 from pipeline.errors import EventDecodeError
 from pipeline.events import Prompt, ToolCall, decode_event, encode_event
-from worker.file_digest import MAX_HASHED_BYTES
+from worker.file_digest import MAX_HASHED_BYTES, file_sha256
 from worker.ingest.file_hashes import with_file_hashes
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -85,3 +87,36 @@ def test_file_hashes_round_trip_and_bad_values_are_refused(repo: Path) -> None:
     raw = encode_event(call).replace(_sha(b"a = 1\n").encode(), b"not-a-hash")
     with pytest.raises(EventDecodeError, match="file_hashes"):
         decode_event(raw)
+
+
+def test_only_regular_files_are_opened_so_a_fifo_or_device_is_unknown_at_once(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)  # open() for reading would wait for a writer forever
+    started = time.monotonic()
+    assert file_sha256(fifo) is None
+    assert file_sha256("/dev/zero") is None  # a read that never ends
+    assert file_sha256(tmp_path) is None
+    assert time.monotonic() - started < 0.05
+    with pytest.raises(FileNotFoundError):
+        file_sha256(tmp_path / "gone")
+
+
+def test_a_file_still_being_read_at_the_deadline_is_unknown(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"x" * MAX_HASHED_BYTES)  # eight blocks: the deadline is checked after one
+    assert file_sha256(big, deadline=time.monotonic() - 1) is None
+    assert file_sha256(big) == _sha(b"x" * MAX_HASHED_BYTES)  # at the cap: still hashed
+
+
+def test_a_read_of_a_fifo_in_a_tool_call_is_recorded_unhashed_beside_the_others(
+    repo: Path,
+) -> None:
+    os.mkfifo(repo / "pipe")
+    patch = "".join(f"*** Update File: {p}\n" for p in ("pipe", "src/a.py"))
+    started = time.monotonic()
+    call = with_file_hashes(_call(repo, "apply_patch", {"patch": patch}))
+    assert time.monotonic() - started < 0.1
+    assert isinstance(call, ToolCall)
+    assert call.file_hashes == {"pipe": None, "src/a.py": _sha(b"a = 1\n")}

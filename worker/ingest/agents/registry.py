@@ -52,4 +52,8 @@ def reader_for(agent: str) -> HookReader:
         from worker.ingest.agents import gemini
 
         return gemini.read_hook
+    if agent == "opencode":
+        from worker.ingest.agents import opencode
+
+        return opencode.read_hook
     raise HookPayloadError(f"unknown agent {agent!r}: memq takes hooks from {', '.join(AGENTS)}")

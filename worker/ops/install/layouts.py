@@ -157,7 +157,10 @@ def _opencode(target: Target) -> list[AgentFile]:
     else:
         config_home = target.environ.get("XDG_CONFIG_HOME")
         base = (Path(config_home) if config_home else target.home / ".config") / "opencode"
-    entry: Json = {"type": "local", "command": [target.memq, "mcp"], "enabled": True}
+    # docs/agents/opencode.md's block: 20 s to start (OpenCode's default is 5 s).
+    entry: Json = {
+        "type": "local", "command": [target.memq, "mcp"], "enabled": True, "timeout": 20000,
+    }  # fmt: skip
     return [
         CopiedFile(base / "plugin" / "memq.js", target.plugin_source or OPENCODE_PLUGIN),
         _server_file(base / "opencode.json", "mcp", entry),
