@@ -2,8 +2,9 @@
 
 Runs once per tool call, so `worker.cli.app` dispatches here before typer and the other
 commands are imported, and nothing here imports redis-py. Whatever happens the process
-exits 0 within HOOK_BUDGET_S and prints nothing on stdout (except, on SessionStart, the
-project's context for Claude Code to inject); problems go to stderr. When Redis
+exits 0 within HOOK_BUDGET_S (START_BUDGET_S on SessionStart, which reads the store) and
+prints nothing on stdout except, on SessionStart, the project's context for the agent to
+inject; problems go to stderr. When Redis
 does not answer within MEMQ_HOOK_REDIS_TIMEOUT_MS the event waits in the spool.
 """
 
@@ -36,6 +37,10 @@ HOOK_BUDGET_S = 1.0
 # spool) stops at the first; the watchdog spools what is in flight and exits at the second.
 _WORK_BUDGET_S = 0.65
 _WATCHDOG_S = 0.9
+# SessionStart reads the store for the context: once per session, and worth the wait on a
+# loaded machine (the agents' hook timeouts in the docs are 3 s and more).
+START_BUDGET_S = 2.5
+_START_WORK_BUDGET_S = 2.0
 # On a machine so loaded that importing took the whole budget, still try briefly.
 _MIN_WATCHDOG_S = 0.2
 
@@ -60,21 +65,41 @@ def _command(agent: str) -> Callable[[], None]:
 class InFlight:
     """Events prepared but not yet published or spooled: the watchdog spools them on timeout."""
 
-    __slots__ = ("events", "spool")
+    __slots__ = ("events", "spool", "watchdog")
 
     def __init__(self) -> None:
         self.events: Sequence[PreparedEvent] = ()
         self.spool: Spool | None = None
+        self.watchdog: Watchdog | None = None
+
+
+class Watchdog:
+    """Spools what is in flight and exits the process at a moment that can be moved later."""
+
+    def __init__(self, in_flight: InFlight) -> None:
+        self._in_flight = in_flight
+        self._timer: threading.Timer | None = None
+
+    def fire_at(self, moment: float) -> None:
+        """(Re)arm for `moment` (time.monotonic()), at least _MIN_WATCHDOG_S from now."""
+        self.cancel()
+        delay = max(_MIN_WATCHDOG_S, moment - time.monotonic())
+        self._timer = threading.Timer(delay, _give_up, args=(self._in_flight,))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        """Disarm."""
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 def main_fast(agent: str) -> int:
     """The console-script fast path for `memq hook <agent>`."""
     started = time.monotonic() - _process_age_s()
     in_flight = InFlight()
-    delay = max(_MIN_WATCHDOG_S, started + _WATCHDOG_S - time.monotonic())
-    watchdog = threading.Timer(delay, _give_up, args=(in_flight,))
-    watchdog.daemon = True
-    watchdog.start()
+    in_flight.watchdog = watchdog = Watchdog(in_flight)
+    watchdog.fire_at(started + _WATCHDOG_S)
     code = run_hook(agent, sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
     watchdog.cancel()
     return code
@@ -107,6 +132,9 @@ def _record(
     if hook_input.session_start:
         from worker.search.context import session_start_output
 
+        deadline += _START_WORK_BUDGET_S - _WORK_BUDGET_S
+        if in_flight.watchdog is not None:
+            in_flight.watchdog.fire_at(deadline + START_BUDGET_S - _START_WORK_BUDGET_S)
         # The one output on stdout: the agent injects it as the new session's context.
         cwd = hook_input.cwd or None
         out = session_start_output(settings, hook_input.project, deadline - time.monotonic(), cwd)
@@ -179,7 +207,7 @@ def _give_up(in_flight: InFlight) -> None:
     outcome = "nothing recorded"
     if spool is not None and events and spool.try_append(events):
         outcome = f"{len(events)} event(s) spooled in {spool.path}"
-    _log(f"gave up after {HOOK_BUDGET_S:g} s so the agent is not held up; {outcome}")
+    _log(f"gave up within its time budget so the agent is not held up; {outcome}")
     sys.stderr.flush()
     os._exit(0)
 
