@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
+from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError, PayloadDecoder
 from worker.ingest.agents.responses import slim_response
 
 __all__ = [
@@ -50,15 +50,7 @@ class ClaudeCodePayload(msgspec.Struct, frozen=True, kw_only=True):
     """SessionStart's cause: startup, resume, clear or compact."""
 
 
-_DECODER = msgspec.json.Decoder(ClaudeCodePayload)
-
-
-def decode_payload(raw: bytes) -> ClaudeCodePayload:
-    """Decode one hook input; HookPayloadError with a one-line reason when unusable."""
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.DecodeError as e:
-        raise HookPayloadError(f"bad Claude Code hook payload: {e}") from e
+decode_payload = PayloadDecoder(ClaudeCodePayload, "Claude Code hook payload")
 
 
 def read_hook(

@@ -20,7 +20,7 @@ import msgspec
 from pipeline.events import Event, ToolCall
 from worker.ingest.agents import claude_code
 from worker.ingest.agents.codex_rollout import has_failed, read_turn_calls
-from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
+from worker.ingest.agents.registry import SESSION_START, AgentHook, PayloadDecoder
 
 __all__ = ["AGENT", "read_hook"]
 
@@ -33,17 +33,14 @@ class _Turn(msgspec.Struct, frozen=True):
 
 _TURN = msgspec.json.Decoder(_Turn)
 # Claude Code's payload fields, under a decoder of its own: its errors name Codex.
-_DECODER = msgspec.json.Decoder(claude_code.ClaudeCodePayload)
+_decode = PayloadDecoder(claude_code.ClaudeCodePayload, "Codex hook payload")
 
 
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
 ) -> AgentHook:
     """One Codex hook input as the events it stands for (see the registry)."""
-    try:
-        payload = _DECODER.decode(raw)
-    except msgspec.DecodeError as e:
-        raise HookPayloadError(f"bad Codex hook payload: {e}") from e
+    payload = _decode(raw)
     rollout = payload.transcript_path
     # Never read as a Claude transcript: a rollout's lines are not Claude's.
     payload = msgspec.structs.replace(

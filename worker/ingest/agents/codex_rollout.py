@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from worker.ingest.agents.timestamps import aware_timestamp
+
 _TAIL_BYTES = 8 * 1024 * 1024  # a turn's lines are near the end
 _CALL_TAIL_BYTES = 1024 * 1024  # a call's own lines were written just before its hook ran
 _FAILED = frozenset({"failed", "declined"})
@@ -121,7 +123,7 @@ def _read_line(line: bytes, calls: dict[str, _Call]) -> None:
         call = calls[call_id]
         call.result = _output_text(call.tool_name, item.get("output"))
         call.finished = True
-        call.occurred_at = _timestamp(entry.get("timestamp"))
+        call.occurred_at = aware_timestamp(entry.get("timestamp"))
 
 
 def _named(item: dict[str, Any]) -> tuple[str, Any] | None:
@@ -164,13 +166,3 @@ def _failed(call: _Call) -> bool:
     if call.tool_name == "apply_patch":
         return not result.startswith("Exit code: 0\n")  # a failed patch's output is the error
     return False
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None

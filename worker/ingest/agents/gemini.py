@@ -18,7 +18,7 @@ import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from pipeline.redaction.privacy import strip_private_tags
-from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError
+from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError, PayloadDecoder
 
 __all__ = [
     "AGENT",
@@ -77,16 +77,9 @@ class GeminiPayload(msgspec.Struct, frozen=True, kw_only=True):
     """SessionStart's cause: startup, resume or clear."""
 
 
-_DECODER = msgspec.json.Decoder(GeminiPayload)
 _SORTED = msgspec.json.Encoder(order="sorted")
 
-
-def decode_payload(raw: bytes) -> GeminiPayload:
-    """Decode one hook input; HookPayloadError with a one-line reason when unusable."""
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.DecodeError as e:
-        raise HookPayloadError(f"bad Gemini CLI hook payload: {e}") from e
+decode_payload = PayloadDecoder(GeminiPayload, "Gemini CLI hook payload")
 
 
 def read_hook(

@@ -37,7 +37,7 @@ from typing import Annotated, Any
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import AgentHook, HookPayloadError
+from worker.ingest.agents.registry import AgentHook, HookPayloadError, PayloadDecoder
 from worker.ingest.agents.responses import slim_response
 
 __all__ = ["AGENT", "OpenCodePayload", "decode_payload", "plugin_source", "read_hook"]
@@ -65,15 +65,7 @@ class OpenCodePayload(msgspec.Struct, frozen=True, kw_only=True):
     reason: str | None = None
 
 
-_DECODER = msgspec.json.Decoder(OpenCodePayload)
-
-
-def decode_payload(raw: bytes) -> OpenCodePayload:
-    """Decode one plugin event; HookPayloadError with a one-line reason when unusable."""
-    try:
-        return _DECODER.decode(raw)
-    except msgspec.DecodeError as e:
-        raise HookPayloadError(f"bad OpenCode plugin payload: {e}") from e
+decode_payload = PayloadDecoder(OpenCodePayload, "OpenCode plugin payload")
 
 
 def read_hook(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Generic, NamedTuple, Protocol, TypeVar
+
+import msgspec
 
 from pipeline.events import Event
 from worker.ingest.agents import AGENTS
@@ -14,6 +16,23 @@ SESSION_START = "SessionStart"
 
 class HookPayloadError(Exception):
     """The hook payload is not usable (bad JSON, a missing or wrong-typed field)."""
+
+
+P = TypeVar("P")
+
+
+class PayloadDecoder(Generic[P]):
+    """Decodes one agent's hook payload; HookPayloadError with a one-line reason when unusable."""
+
+    def __init__(self, payload_type: type[P], what: str) -> None:
+        self._decoder = msgspec.json.Decoder(payload_type)
+        self._what = what
+
+    def __call__(self, raw: bytes) -> P:
+        try:
+            return self._decoder.decode(raw)
+        except msgspec.DecodeError as e:
+            raise HookPayloadError(f"bad {self._what}: {e}") from e
 
 
 class AgentHook(NamedTuple):

@@ -16,6 +16,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from worker.ingest.agents.timestamps import aware_timestamp
+
 _TAIL_BYTES = 8 * 1024 * 1024  # a turn's lines are near the end
 _BLOCK_BYTES = 64 * 1024
 _BLANK_LINES = re.compile(r"\n{3,}")
@@ -112,7 +114,7 @@ def _tool_uses(
     if not isinstance(content, list):
         return
     cwd = entry.get("cwd") if isinstance(entry.get("cwd"), str) else ""
-    when = _timestamp(entry.get("timestamp"))
+    when = aware_timestamp(entry.get("timestamp"))
     for block in reversed(content):
         if not (isinstance(block, dict) and block.get("type") == "tool_use"):
             continue
@@ -150,16 +152,6 @@ def _text_of(content: Any) -> str | None:
     else:
         return None
     return _BLANK_LINES.sub("\n\n", text) or None
-
-
-def _timestamp(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _lines_from_end(f: BinaryIO, size: int) -> Iterator[bytes]:
