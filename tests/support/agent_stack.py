@@ -49,6 +49,7 @@ class AgentStack:
         self._root = root
         self._processes: list[subprocess.Popen[bytes]] = []
         self.worker: WorkerProcess | None = None
+        self._agent_logs: list[Path] = []
         for rel, text in PROJECT_FILES.items():
             path = self.project / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,8 @@ class AgentStack:
     def start_agent_endpoint(self) -> str:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
         port = free_port()
-        with (self._root / f"agent-{port}.log").open("wb") as log:  # the child keeps its own fd
+        self._agent_logs.append(self._root / f"agent-{port}.log")
+        with self._agent_logs[-1].open("wb") as log:  # the child keeps its own fd
             proc = subprocess.Popen(
                 [self.memq, "agent"], env=self.env(MEMQ_AGENT_PORT=str(port)), cwd=self.data_dir,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -119,9 +121,12 @@ class AgentStack:
                 return rows
             time.sleep(0.2)
         log = self.worker.log()[-4000:] if self.worker else ""
+        agents = "".join(
+            f"\n{p.name}:\n{p.read_text(errors='replace')[-3000:]}" for p in self._agent_logs
+        )
         raise AssertionError(
             f"store has {rows!r}, wanted {observations} observations and {summaries} summaries;"
-            f" worker log tail:\n{log}"
+            f" worker log tail:\n{log}{agents}"
         )
 
     def close(self) -> None:
