@@ -64,7 +64,6 @@ _VALUE = re.compile(
     re.ASCII,
 )
 _BARE_REST = re.compile(f"{_BARE_CHAR}*", re.ASCII)
-_GROUPS = ("tdq", "tsq", "dq", "sq", "eq", "bare")
 _TRAILING = ",;)]}>\\"  # after a bare value: the code's punctuation, an escaped quote's `\`
 # A default given to a field declared with a secret name: `api_key: str = Field(default="…")`,
 # `password = field(default='…')`, `token: SecretStr = SecretStr("…")`.
@@ -106,12 +105,12 @@ def find_assignments(text: str) -> Iterator[tuple[int, int]]:
                 covered = items[-1][1]
                 yield from items
             continue
-        group = next(g for g in _GROUPS if value.group(g) is not None)
+        group = value.lastgroup or "bare"  # the one alternative that matched
         bare = group == "bare"
         start, raw = value.start(group), value.group(group)
         if bare and not raw.startswith("{"):  # trailing punctuation belongs to the code
             raw = raw.rstrip(_TRAILING)
-        if bare and (default := _DEFAULT_IN_CALL.match(text, start)) is not None:
+        if bare and "(" in raw and (default := _DEFAULT_IN_CALL.match(text, start)) is not None:
             group = "dq" if default.group("dq") is not None else "sq"
             start, raw, bare = default.start(group), default.group(group), False
         if not raw or is_placeholder(raw, bare=bare):

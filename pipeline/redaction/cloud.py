@@ -15,11 +15,15 @@ from pipeline.redaction.placeholders import is_placeholder
 
 # A JSON string's content; a raw newline cannot be in one, so a failed match stops at it.
 _JSON_STRING = r"(?:[^\"\\\n]|\\.)"
+_SHORT = 64
 
 
 def _whole(m: re.Match[str]) -> Span | None:
+    # A long value goes even when part of it reads as a placeholder (`…` in a JSON secret).
     body = m.group("body")
-    return None if is_placeholder(body, bare=False) else m.span("body")
+    if len(body) < _SHORT and is_placeholder(body, bare=False):
+        return None
+    return m.span("body")
 
 
 def _flag_value(m: re.Match[str]) -> Span | None:
@@ -55,7 +59,8 @@ def _sensitive_outputs(text: str) -> Iterator[Span]:
             end = limit
         elif text[start] == '"':  # a string: its content, the quotes stay
             start, end = start + 1, end - 1
-        if end > start:
+        value = text[start:end]
+        if value and not (len(value) < _SHORT and is_placeholder(value, bare=False)):
             yield start, end
 
 

@@ -38,7 +38,7 @@ def _user_password(m: re.Match[str]) -> Span | None:
 
 
 # `htpasswd -b[c…] FILE USER PASSWORD`, `htpasswd -nb USER PASSWORD`: the last argument.
-_ARG = r"(?:[^\s'\"|;&<>]{1,256}|'[^'\n]{1,256}'|\"[^\"\n]{1,256}\")"
+_ARG = r"(?:[^\s'\"|;&<>-][^\s'\"|;&<>]{0,255}|'[^'\n]{1,256}'|\"[^\"\n]{1,256}\")"
 _HTPASSWD = (
     r"htpasswd(?P<flags>(?:[ \t]+-[A-Za-z]{1,8}(?:[ \t]+[0-9]{1,2}(?![^\s]))?){1,6})"
     rf"(?P<args>(?:[ \t]+{_ARG}){{2,3}})"
@@ -122,7 +122,7 @@ CLI_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     pattern(
         "cli-password",  # openssl's `-pass pass:X`, `-passin pass:X`, `-passout pass:X`
-        labelled(r"(?<![\w-])-pass(?:in|out)?[ \t]+['\"]?pass:(?P<body>[^\s'\"]{1,512})"),
+        labelled(r"(?<![\w-])-pass(?:in|out)?[ \t]+['\"]?pass:(?P<body>[^\s'\"-][^\s'\"]{0,511})"),
         "pass:",
     ),
     pattern("cli-password", regex(_HTPASSWD, _htpasswd_password), "htpasswd"),
