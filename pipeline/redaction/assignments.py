@@ -69,7 +69,7 @@ _TRAILING = ",;)]}>\\"  # after a bare value: the code's punctuation, an escaped
 # `password = field(default='…')`, `token: SecretStr = SecretStr("…")`.
 _DEFAULT_IN_CALL = re.compile(
     r"(?:[A-Za-z_][\w.]{0,40}\.)?(?:Field|field|attrib|ib|SecretStr|SecretBytes|Secret)\("
-    r"(?:\s{0,40}|[^()]{0,300}?\bdefault[ \t]*=[ \t]*)"
+    r"(?:(?:\s|(?<=\n)[+-]){0,40}|[^()]{0,300}?\bdefault[ \t]*=[ \t]*)"  # `\n+` in a patch
     r"[rRbBuUfF]{0,2}(?:\"(?P<dq>(?:[^\"\\\n]|\\.)*)\"|'(?P<sq>(?:[^'\\\n]|\\.)*)')",
     re.ASCII,
 )

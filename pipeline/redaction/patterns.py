@@ -1,7 +1,8 @@
 """The table of secret kinds: how each is found, and the anchors it cannot occur without.
 
 The rows live by family (pipeline.redaction.vendors, .shapes, .cloud, .config_files,
-.kubernetes); this module holds the rest (private keys, URL passwords, assignments) and the order of the table.
+.kubernetes); this module holds the rest (private keys, URL passwords, assignments) and
+the order of the table.
 """
 
 from __future__ import annotations

@@ -129,7 +129,8 @@ CLI_PATTERNS: tuple[SecretPattern, ...] = (
     pattern(
         "netrc-password",
         labelled(
-            r"\b(?:login|machine)[ \t]+\S{1,200}[ \t\r\n]{1,40}password[ \t]+(?P<body>\S{1,512})"
+            r"\b(?:login|machine)[ \t]+\S{1,200}(?:[ \t\r]|\n[+-]?){1,40}password[ \t]+"
+            r"(?P<body>\S{1,512})"  # a patch's lines start with ' ', '-' or '+'
         ),
         r"password[ \t]",
     ),
