@@ -95,13 +95,16 @@ SHAPES: tuple[str, ...] = tuple(_PLACE)
 """Every place a text is put, named for the agent and the field."""
 
 
-def agent_events(shape: str, text: str) -> list[Event]:
-    """The events memq's hook reader makes of `text` placed as `shape` says."""
+def agent_payload(shape: str, text: str) -> tuple[str, bytes]:
+    """The agent and the hook input it sends with `text` placed as `shape` says."""
     template, place = _PLACE[shape]
     payload = copy.deepcopy(_TEMPLATES[template])
     place(payload, text)
-    agent = "codex" if shape.startswith("codex") else "claude-code"
-    hook = reader_for(agent)(
-        json.dumps(payload).encode(), project_of=lambda _cwd: "webapp", host="dev", now=_NOW
-    )
+    return "codex" if shape.startswith("codex") else "claude-code", json.dumps(payload).encode()
+
+
+def agent_events(shape: str, text: str) -> list[Event]:
+    """The events memq's hook reader makes of `text` placed as `shape` says."""
+    agent, raw = agent_payload(shape, text)
+    hook = reader_for(agent)(raw, project_of=lambda _cwd: "webapp", host="dev", now=_NOW)
     return hook.events

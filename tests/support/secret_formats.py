@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import string
+from collections.abc import Callable
 
 from tests.support.random_values import ALNUM, HEX, mixed, password, pick
 
@@ -141,9 +142,22 @@ class _Add:
         self.cases.append((fmt, text, secret))
 
 
+FAMILIES: dict[str, Callable[[random.Random, _Add], None]] = {
+    "cloud CLIs: Secrets Manager (JSON in a JSON string), Terraform, `aws configure set`": _cloud,
+    "code: `b''`/`r''`/`f''`, annotations, `Field(default=)`, subscripts, triple quotes": _code,
+    "config files: Maven XML, NuGet, PHP `define`, WordPress, `.pgpass`, Dockerfile `ENV`": _files,
+    "password flags: `redis-cli -a`, `sqlcmd -P`, `htpasswd -b`, `openssl -k`, `mysql -p`": _flags,
+}
+"""The issue-22 families, each a generator of its formats."""
+
+
+def family_cases(rng: random.Random, family: str) -> list[tuple[str, str, str]]:
+    """One family's cases as (format, text, secret), values fresh from `rng`."""
+    add = _Add()
+    FAMILIES[family](rng, add)
+    return add.cases
+
+
 def format_cases(rng: random.Random) -> list[tuple[str, str, str]]:
     """Every issue-22 case as (format, text, secret), values fresh from `rng`."""
-    add = _Add()
-    for family in (_cloud, _code, _files, _flags):
-        family(rng, add)
-    return add.cases
+    return [case for family in FAMILIES for case in family_cases(rng, family)]
