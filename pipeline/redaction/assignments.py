@@ -11,8 +11,8 @@ from pipeline.redaction.placeholders import is_placeholder
 # `name = value` where the name's last part is a secret word. The text is searched
 # reversed: there every candidate starts with its separator (`=`, `:`, `>`), which the
 # engine finds fast, and the name runs forward from the secret word.
-# A type annotation may stand between the name and `=` (`api_key: str = …`), a subscript's
-# `]` (`environ['API_KEY'] = …`) and a backslash before the quote (JSON inside a JSON string).
+# Between the name and its separator may stand a subscript's `]` (`environ['API_KEY'] = …`)
+# and a backslash before the closing quote (`\"password\": …`, JSON inside a JSON string).
 _NAME_REVERSED = (
     r"[ \t]{0,10}\??[ \t]{0,10}\]?[\"']?\\?"
     r"(?P<name>(?:[0-9]{1,3}[_-]?)?"  # a numbered name: `API_KEY_2`

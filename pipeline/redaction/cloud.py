@@ -100,12 +100,13 @@ CLOUD_PATTERNS: tuple[SecretPattern, ...] = (
             r"(?i:aws_secret_access_key|aws_session_token|aws_security_token)"
             r"[ \t]+['\"]?(?P<body>[A-Za-z0-9/+=]{16,4096})",
         ),
-        r"configure[ \t]+set[ \t]",
+        "configure",
     ),
     pattern(
         "secretsmanager-secret",
         regex(rf"\"Secret(?:String|Binary)\"[ \t]*:[ \t]*\"(?P<body>{_JSON_STRING}+)\"", _whole),
-        r"\"secret(?:string|binary)\"",
+        '"secretstring"',
+        '"secretbinary"',
     ),
     pattern(
         "secretsmanager-secret",
@@ -117,6 +118,6 @@ CLOUD_PATTERNS: tuple[SecretPattern, ...] = (
         "--secret-string",
         "--secret-binary",
     ),
-    pattern("terraform-sensitive-output", _sensitive_outputs, r"\"sensitive\"[ \t]*:[ \t]*true"),
+    pattern("terraform-sensitive-output", _sensitive_outputs, '"sensitive"'),
 )
 """Secrets of AWS and Terraform, in the shapes their CLIs print and take."""

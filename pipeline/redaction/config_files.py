@@ -68,7 +68,11 @@ CONFIG_FILE_PATTERNS: tuple[SecretPattern, ...] = (
             r"(?P<body>[^<\n]{1,1024})</(?P=name)[ \t]*>",
             _named_value,
         ),
-        r"(?:pass|pwd|secret|token|key|auth)[\w-]{0,10}[ \t]*>",
+        # One anchor per word: each has a literal prefix, so a search skips ahead fast.
+        *(
+            rf"{word}[\w-]{{0,10}}[ \t]*>"
+            for word in ("pass", "pwd", "secret", "token", "key", "auth")
+        ),
     ),
     pattern(
         "password-assignment",  # <add key="ClearTextPassword" value="X" />
@@ -77,7 +81,7 @@ CONFIG_FILE_PATTERNS: tuple[SecretPattern, ...] = (
             r"value[ \t]*=[ \t]*(?:\"(?P<dq>[^\"<>\n]{1,1024})\"|'(?P<sq>[^'<>\n]{1,1024})')",
             _named_value,
         ),
-        r"<add[ \t]",
+        "<add",
     ),
     pattern(
         "password-assignment",  # define('DB_PASSWORD', 'X'); define( "AUTH_KEY", "X" );
@@ -86,7 +90,7 @@ CONFIG_FILE_PATTERNS: tuple[SecretPattern, ...] = (
             + _QUOTED,
             _named_value,
         ),
-        r"define[ \t]*\(",
+        "define",
     ),
     pattern(
         "password-assignment",  # ENV API_TOKEN value (the old form, without `=`)

@@ -34,11 +34,18 @@ class SecretPattern(msgspec.Struct, frozen=True):
     kind: str
     find: Finder
     anchors: tuple[re.Pattern[str], ...]
+    literals: tuple[str, ...] = ()
+    """The anchors that are plain strings: `in` finds them several times faster than a search."""
+    searched: tuple[re.Pattern[str], ...] | None = None
+    """The other anchors (all of them when None)."""
 
     def may_occur_in(self, folded_text: str) -> bool:
         """False only when the text (given lower-cased) certainly holds no such secret."""
-        # A loop, not any() over a generator, which makes redacting 2 KB ~20 % slower.
-        for anchor in self.anchors:  # noqa: SIM110
+        # Loops, not any() over a generator, which makes redacting 2 KB ~20 % slower.
+        for literal in self.literals:
+            if literal in folded_text:
+                return True
+        for anchor in self.anchors if self.searched is None else self.searched:
             if anchor.search(folded_text) is not None:
                 return True
         return False
@@ -108,9 +115,14 @@ def labelled(pattern: str, *, min_chars: int = 1) -> Finder:
     return regex(pattern, check)
 
 
+_REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
 def pattern(kind: str, find: Finder, *anchors: str) -> SecretPattern:
     """A table row: the kind, its finder, and its lower-case anchor regexes."""
-    return SecretPattern(kind, find, tuple(re.compile(a) for a in anchors))
+    literals = tuple(a for a in anchors if _REGEX_SYNTAX.isdisjoint(a))
+    searched = tuple(re.compile(a) for a in anchors if a not in literals)
+    return SecretPattern(kind, find, tuple(re.compile(a) for a in anchors), literals, searched)
 
 
 def in_patches(find: Finder) -> Finder:
