@@ -152,8 +152,8 @@ def hook_ms(tree: Path, url: str, data_dir: Path, runs: int = HOOK_RUNS) -> tupl
     for i in range(-2, runs):  # two warm-up runs fill the bytecode cache
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-S", "-c", code, "hook", "claude-code"],
-                              input=post_tool_use(i), env=env, capture_output=True, text=True,
-                              check=False)  # fmt: skip
+                              input=post_tool_use(i), env=env, cwd=tree, capture_output=True,
+                              text=True, check=False)  # fmt: skip
         if done.returncode != 0 or done.stdout or done.stderr:
             raise SystemExit(f"hook run failed: {done.returncode} {done.stdout} {done.stderr}")
         if i >= 0:
