@@ -1,4 +1,5 @@
-"""Redaction benchmark: MB/s of `redact_secrets` on a 50 MB mix, and the hook's wall time.
+"""Redaction benchmark: MB/s of `redact_secrets` on a 50 MB mix, the hook's wall time, and
+how many secrets of each family reach the wire bytes from real agent payloads.
 
 Run from the repository root: `.venv/bin/python bench/redaction.py [--before TREE]`. With
 `--before`, the same measurements run against another checkout (say a worktree of main)
@@ -16,16 +17,44 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import REPO, machine, percentile, private_redis
 from bench.ingest import post_tool_use
+from tests.support.agent_payloads import SHAPES, agent_payload
 from tests.support.ordinary_corpus import ordinary_texts
-from tests.support.secret_corpus import secret_cases
+from tests.support.secret_corpus import TOKENS, secret_cases
+from tests.support.secret_formats import FAMILIES, family_cases
 
 MIX_BYTES = 50 * 1024 * 1024
 HOOK_RUNS = 60
+COVERAGE_SEEDS = 5
+# What a tree runs to count leaks: each payload through its hook reader and prepare_encoded.
+_COVERAGE = """
+import json, sys
+from collections import Counter
+from datetime import UTC, datetime
+import msgspec
+from pipeline import redact_secrets
+from worker.ingest.agents.registry import reader_for
+from worker.ingest.prepare import prepare_encoded
+data = json.load(open(sys.argv[1]))
+now = datetime(2026, 12, 1, tzinfo=UTC)
+leaks = Counter()
+for family, secret, agent, payload in data["cases"]:
+    hook = reader_for(agent)(payload.encode(), project_of=lambda c: "w", host="h", now=now)
+    raws = [prepare_encoded(event, 1 << 20)[1] for event in hook.events]
+    escaped = msgspec.json.encode(secret)[1:-1]
+    leaks[family] += any(secret.encode() in raw or escaped in raw for raw in raws)
+total = kept = 0
+for text in data["ordinary"]:
+    before, after = Counter(text.split()), Counter(redact_secrets(text).split())
+    total += sum(before.values())
+    kept += sum((before & after).values())
+print(json.dumps({"leaks": leaks, "kept": kept, "total": total}))
+"""
 # What a tree runs to time itself: redaction over the mix, and prepare_event per 2 KB call.
 _MEASURE = """
 import json, sys, time
@@ -72,7 +101,36 @@ def measure(tree: Path, mix_file: Path) -> dict[str, float]:
     env = {"PYTHONPATH": f"{tree}:{REPO}", "PATH": "/usr/bin:/bin"}
     # `bench.ingest` must come from this checkout (the old tree may lack it): REPO is second
     # on the path, and `pipeline`/`worker` resolve to `tree` first.
-    done = subprocess.run([sys.executable, "-c", code, str(mix_file)], env=env,
+    # Run in `tree`: `python -c` puts the working directory first on the path.
+    done = subprocess.run([sys.executable, "-c", code, str(mix_file)], env=env, cwd=tree,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def coverage_cases(seeds: int = COVERAGE_SEEDS) -> tuple[dict[str, int], list[list[str]]]:
+    """Each issue-22 family's cases in every agent payload shape, `seeds` random draws each."""
+    counts: dict[str, int] = {}
+    cases: list[list[str]] = []
+    twilio = "Twilio API keys (`SK` + 32 hex)"
+    for seed in range(seeds):
+        rng = random.Random(1000 + seed)
+        drawn = {family: family_cases(rng, family) for family in FAMILIES}
+        name, make = TOKENS["twilio-api-key"]
+        key = make(rng)
+        drawn[twilio] = [("twilio", f"{name}={key}\nlogged in with {key}", key)]
+        for family, found in drawn.items():
+            for _fmt, text, secret in found:
+                for shape in SHAPES:
+                    agent, raw = agent_payload(shape, text)
+                    cases.append([family, secret, agent, raw.decode()])
+                    counts[family] = counts.get(family, 0) + 1
+    return counts, cases
+
+
+def coverage(tree: Path, data_file: Path) -> dict[str, Any]:
+    """Leaks per family and ordinary tokens kept, in a fresh process importing `tree`."""
+    env = {"PYTHONPATH": f"{tree}:{REPO}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", _COVERAGE, str(data_file)], env=env, cwd=tree,
                           capture_output=True, text=True, check=True)  # fmt: skip
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -94,8 +152,8 @@ def hook_ms(tree: Path, url: str, data_dir: Path, runs: int = HOOK_RUNS) -> tupl
     for i in range(-2, runs):  # two warm-up runs fill the bytecode cache
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-S", "-c", code, "hook", "claude-code"],
-                              input=post_tool_use(i), env=env, capture_output=True, text=True,
-                              check=False)  # fmt: skip
+                              input=post_tool_use(i), env=env, cwd=tree, capture_output=True,
+                              text=True, check=False)  # fmt: skip
         if done.returncode != 0 or done.stdout or done.stderr:
             raise SystemExit(f"hook run failed: {done.returncode} {done.stdout} {done.stderr}")
         if i >= 0:
@@ -119,6 +177,13 @@ def main() -> None:
                 now = measure(tree, mix_file)
                 best = results.setdefault(name, now)
                 results[name] = {k: min(best[k], now[k]) for k in now}
+        counts, cases = coverage_cases()
+        ordinary = [
+            t for seed in range(COVERAGE_SEEDS) for t in ordinary_texts(random.Random(seed))
+        ]
+        data_file = Path(tmp) / "coverage.json"
+        data_file.write_text(json.dumps({"cases": cases, "ordinary": ordinary}))
+        covered = {name: coverage(tree, data_file) for name, tree in trees.items()}
         with private_redis(Path(tmp) / "redis") as server:
             hooks = {}
             for round_ in range(4):  # interleaved, order swapped, so load hits both alike
@@ -134,6 +199,21 @@ def main() -> None:
         p99 = min(h[1] for h in hooks[name])
         print(f"| {name} | {mb / r['redact_s']:.1f} | {r['prepare_us']:.0f} µs | "
               f"{p50:.0f} ms | {p99:.0f} ms |")  # fmt: skip
+    shapes = ", ".join(SHAPES)
+    print(f"\nSecrets that reach the wire bytes, of each family's cases ({COVERAGE_SEEDS} "
+          f"random draws of every format, each in {len(SHAPES)} agent payload shapes: "
+          f"{shapes})\n")  # fmt: skip
+    print("| family | cases | " + " | ".join(f"{name}: reach the wire" for name in trees) + " |")
+    print("|---|---|" + "---|" * len(trees))
+    for family, count in counts.items():
+        leaks = " | ".join(str(covered[name]["leaks"].get(family, 0)) for name in trees)
+        print(f"| {family} | {count} | {leaks} |")
+    kept = " | ".join(
+        f"{covered[n]['kept']:,} of {covered[n]['total']:,} "
+        f"({100 * covered[n]['kept'] / covered[n]['total']:.2f} %)"
+        for n in trees
+    )
+    print(f"| ordinary developer text, tokens kept | {len(ordinary)} texts | {kept} |")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ pattern's anchor is its literal prefix lower-cased, which can only find more.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 
 import msgspec
@@ -33,11 +34,18 @@ class SecretPattern(msgspec.Struct, frozen=True):
     kind: str
     find: Finder
     anchors: tuple[re.Pattern[str], ...]
+    literals: tuple[str, ...] = ()
+    """The anchors that are plain strings: `in` finds them several times faster than a search."""
+    searched: tuple[re.Pattern[str], ...] | None = None
+    """The other anchors (all of them when None)."""
 
     def may_occur_in(self, folded_text: str) -> bool:
         """False only when the text (given lower-cased) certainly holds no such secret."""
-        # A loop, not any() over a generator, which makes redacting 2 KB ~20 % slower.
-        for anchor in self.anchors:  # noqa: SIM110
+        # Loops, not any() over a generator, which makes redacting 2 KB ~20 % slower.
+        for literal in self.literals:
+            if literal in folded_text:
+                return True
+        for anchor in self.anchors if self.searched is None else self.searched:
             if anchor.search(folded_text) is not None:
                 return True
         return False
@@ -107,6 +115,44 @@ def labelled(pattern: str, *, min_chars: int = 1) -> Finder:
     return regex(pattern, check)
 
 
+_REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+
+
 def pattern(kind: str, find: Finder, *anchors: str) -> SecretPattern:
     """A table row: the kind, its finder, and its lower-case anchor regexes."""
-    return SecretPattern(kind, find, tuple(re.compile(a) for a in anchors))
+    literals = tuple(a for a in anchors if _REGEX_SYNTAX.isdisjoint(a))
+    searched = tuple(re.compile(a) for a in anchors if a not in literals)
+    return SecretPattern(kind, find, tuple(re.compile(a) for a in anchors), literals, searched)
+
+
+def in_patches(find: Finder) -> Finder:
+    """The finder, run also on a patch's lines without their ' ', '-' or '+' prefix.
+
+    A rule that reads a structure over several lines (a YAML block) cannot see it in a
+    unified diff (an Edit's patch), where every line starts with one of those.
+    """
+
+    def find_both(text: str) -> Iterator[Span]:
+        yield from find(text)
+        if "\n+" not in text and not text.startswith(("+", "@@")):
+            return
+        view_starts: list[int] = []  # where each line starts in the view, and in the text
+        text_starts: list[int] = []
+        parts: list[str] = []
+        view_at = text_at = 0
+        for line in text.split("\n"):
+            cut = 1 if line[:1] in (" ", "+", "-") else 0
+            view_starts.append(view_at)
+            text_starts.append(text_at + cut)
+            parts.append(line[cut:])
+            view_at += len(line) - cut + 1
+            text_at += len(line) + 1
+
+        def back(at: int) -> int:
+            i = bisect_right(view_starts, at) - 1
+            return text_starts[i] + at - view_starts[i]
+
+        for start, end in find("\n".join(parts)):
+            yield back(start), back(end - 1) + 1 if end > start else back(start)
+
+    return find_both

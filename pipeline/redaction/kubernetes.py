@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from pipeline.redaction.finders import SecretPattern, Span, pattern
+from pipeline.redaction.finders import SecretPattern, Span, in_patches, pattern
 from pipeline.redaction.placeholders import is_placeholder
 
 _KIND = re.compile(r"[\"']?kind[\"']?[ \t]*:[ \t]*[\"']?Secret(?!\w)")
@@ -62,7 +62,7 @@ def _json_values(text: str) -> Iterator[Span]:
 
 KUBERNETES_PATTERN: SecretPattern = pattern(
     "kubernetes-secret",
-    _secret_data,
+    in_patches(_secret_data),
     r"kind[\"']?[ \t]*:[ \t]*[\"']?secret",
 )
 """The values of a Kubernetes Secret's `data` and `stringData`."""

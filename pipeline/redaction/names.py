@@ -61,6 +61,8 @@ def is_secret_name(name: str) -> bool:
         return True
     if len(parts) > 1 and parts[-2:] == ["key", "data"]:  # kubeconfig `client-key-data`
         return True
+    if len(parts) > 1 and parts[-2] == "secret" and last in ("string", "binary"):
+        return True  # Secrets Manager's `SecretString`, `SecretBinary`
     if last != "key" or len(parts) < 2:
         return False
     return parts[-2] in KEY_QUALIFIERS or parts[-2] not in _NOT_SECRET_QUALIFIERS

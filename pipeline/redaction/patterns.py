@@ -1,7 +1,8 @@
 """The table of secret kinds: how each is found, and the anchors it cannot occur without.
 
-The rows live by family (pipeline.redaction.vendors, .shapes, .kubernetes); this module
-holds the rest (private keys, URL passwords, assignments) and the order of the table.
+The rows live by family (pipeline.redaction.vendors, .shapes, .cloud, .config_files,
+.kubernetes); this module holds the rest (private keys, URL passwords, assignments) and
+the order of the table.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 from collections.abc import Iterator
 
 from pipeline.redaction.assignments import ASSIGNMENT_ANCHORS, find_assignments
+from pipeline.redaction.cloud import CLOUD_PATTERNS
+from pipeline.redaction.config_files import CONFIG_FILE_PATTERNS
 from pipeline.redaction.finders import SecretPattern, Span, pattern, regex, token
 from pipeline.redaction.kubernetes import KUBERNETES_PATTERN
 from pipeline.redaction.placeholders import is_placeholder
@@ -91,18 +94,20 @@ SECRET_PATTERNS: tuple[SecretPattern, ...] = (
     pattern(
         "basic-auth",
         token(
-            r"(?i:authorization)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
+            r"(?i:authorization)[\"']?\]?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
             r"(?i:basic)[ \t]{1,10}(?P<body>[A-Za-z0-9+/]{8,4096}={0,2})",
             min_distinct=4,
             body_only=True,
         ),
-        r"authorization[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?basic[ \t]",
+        r"authorization[\"']?\]?[ \t]{0,10}[:=][ \t]{0,10}[\"']?basic[ \t]",
     ),
     *HEADER_PATTERNS,
     *CLI_PATTERNS,
+    *CLOUD_PATTERNS,
     KUBERNETES_PATTERN,
     _CONNECTION_STRING,
     SecretPattern("password-assignment", find_assignments, ASSIGNMENT_ANCHORS),
+    *CONFIG_FILE_PATTERNS,
 )
 """Every kind of secret, most specific first (that order breaks ties between overlaps)."""
 

@@ -1,6 +1,7 @@
 """Secrets recognised by where they stand: command-line flags, headers, cookies, config files.
 
 `--password X`, `mysql -pX`, `curl -u user:pw`, `docker login -p X`, `vault login X`,
+`redis-cli -a X`, `sqlcmd -P X`, `openssl … -k X` / `-pass pass:X`, `htpasswd -b … user X`,
 `.netrc`'s `password X`, `Authorization: Token X`, cookies, Azure connection strings and
 SAS signatures, a token as a URL's user (`https://<key>@sentry.io`).
 """
@@ -34,6 +35,31 @@ def _user_password(m: re.Match[str]) -> Span | None:
     if (user.isdigit() and password.isdigit()) or is_placeholder(password, bare=False):
         return None
     return m.span("body")
+
+
+# `htpasswd -b[c…] FILE USER PASSWORD`, `htpasswd -nb USER PASSWORD`: the last argument.
+_ARG = r"(?:[^\s'\"|;&<>-][^\s'\"|;&<>]{0,255}|'[^'\n]{1,256}'|\"[^\"\n]{1,256}\")"
+_HTPASSWD = (
+    r"htpasswd(?P<flags>(?:[ \t]+-[A-Za-z]{1,8}(?:[ \t]+[0-9]{1,2}(?![^\s]))?){1,6})"
+    rf"(?P<args>(?:[ \t]+{_ARG}){{2,3}})"
+)
+_ONE_ARG = re.compile(_ARG)
+
+
+def _htpasswd_password(m: re.Match[str]) -> Span | None:
+    flags = m.group("flags")
+    if "b" not in flags:  # without -b the password is asked for, not given
+        return None
+    args = list(_ONE_ARG.finditer(m.group("args")))
+    if len(args) != (2 if "n" in flags else 3):
+        return None
+    start, end = args[-1].span()
+    if args[-1].group().startswith(("'", '"')):
+        start, end = start + 1, end - 1
+    offset = m.start("args")
+    if is_placeholder(m.string[offset + start : offset + end], bare=False):
+        return None
+    return offset + start, offset + end
 
 
 CLI_PATTERNS: tuple[SecretPattern, ...] = (
@@ -79,9 +105,32 @@ CLI_PATTERNS: tuple[SecretPattern, ...] = (
         "-u",  # also in `--user` and `--proxy-user`
     ),
     pattern(
+        "cli-password",
+        labelled(rf"redis-cli\b{_COMMAND}-a[ \t]+{_VALUE}", min_chars=3),
+        "redis-cli",
+    ),
+    pattern(
+        "cli-password",
+        labelled(rf"(?:sqlcmd|bcp)\b{_COMMAND}-P[ \t]*{_VALUE}", min_chars=3),
+        "sqlcmd",
+        "bcp",
+    ),
+    pattern(
+        "cli-password",
+        labelled(rf"openssl\b{_COMMAND}-[kK][ \t]+{_VALUE}", min_chars=3),
+        "openssl",
+    ),
+    pattern(
+        "cli-password",  # openssl's `-pass pass:X`, `-passin pass:X`, `-passout pass:X`
+        labelled(r"(?<![\w-])-pass(?:in|out)?[ \t]+['\"]?pass:(?P<body>[^\s'\"-][^\s'\"]{0,511})"),
+        "pass:",
+    ),
+    pattern("cli-password", regex(_HTPASSWD, _htpasswd_password), "htpasswd"),
+    pattern(
         "netrc-password",
         labelled(
-            r"\b(?:login|machine)[ \t]+\S{1,200}[ \t\r\n]{1,40}password[ \t]+(?P<body>\S{1,512})"
+            r"\b(?:login|machine)[ \t]+\S{1,200}(?:[ \t\r]|\n[+-]?){1,40}password[ \t]+"
+            r"(?P<body>\S{1,512})"  # a patch's lines start with ' ', '-' or '+'
         ),
         r"password[ \t]",
     ),
@@ -92,12 +141,12 @@ HEADER_PATTERNS: tuple[SecretPattern, ...] = (
     pattern(
         "authorization-header",
         token(
-            r"(?i:authorization)[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?(?!(?i:basic|bearer)[ \t])"
+            r"(?i:authorization)[\"']?\]?[ \t]{0,10}[:=][ \t]{0,10}[\"']?(?!(?i:basic|bearer)[ \t])"
             r"(?:[A-Za-z-]{1,20}[ \t]{1,10})?(?P<body>[^\s'\"]{8,4096})",
             digit=True,
             body_only=True,
         ),
-        r"authorization[\"']?[ \t]{0,10}[:=]",
+        r"authorization[\"']?\]?[ \t]{0,10}[:=]",  # also `headers["Authorization"] = …`
     ),
     pattern(
         "cookie",

@@ -127,6 +127,11 @@ VENDOR_PATTERNS: tuple[SecretPattern, ...] = (
         "dapi",
     ),
     pattern(
+        "twilio-api-key",
+        token(r"SK(?<![A-Za-z0-9_]SK)(?P<body>[0-9a-fA-F]{32})(?![A-Za-z0-9_])", digit=True),
+        "sk[0-9a-f]{32}",
+    ),
+    pattern(
         "age-secret-key",
         token(r"AGE-SECRET-KEY-1(?P<body>[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})"),
         "age-secret-key-1",

@@ -58,5 +58,57 @@ def ordinary_texts(r: random.Random) -> list[str]:
         "    user = authenticate(username=form.username, password=form.password)\n"
         "KeyError: 'password'\n",
         "\n".join(f"remote: Resolving deltas: {i}% ({i}/{100}) {sha()}" for i in range(0, 100, 5)),
+        *_issue22_texts(r),
     ]
     return texts
+
+
+def _issue22_texts(r: random.Random) -> list[str]:
+    """Look-alikes of the issue-22 families: nsswitch, ARNs, annotations, configs, flags."""
+    account = pick(r, "0123456789", 12)
+    arns = [
+        f"arn:aws:secretsmanager:eu-west-1:{account}:secret:prod/{name}-{pick(r, ALNUM, 6)}"
+        for name in ("db", "api", "stripe", "smtp")
+    ]
+    return [
+        "# /etc/nsswitch.conf\npasswd:         files systemd\ngroup:          files systemd\n"
+        "shadow:         files\ngshadow:        files\nhosts:          files mymachines dns\n"
+        "networks:       files\nprotocols:      db files\nservices:       db files\n",
+        json.dumps(
+            {
+                "SecretList": [
+                    {"ARN": arn, "Name": arn.rsplit(":", 1)[1][:-7], "LastChangedDate": 1.7e9}
+                    for arn in arns
+                ]
+            },
+            indent=4,
+        ),
+        json.dumps(
+            {
+                "lb_address": {"sensitive": False, "type": "string", "value": "lb.example.com"},
+                "db_port": {"sensitive": False, "type": "number", "value": 5432},
+            },
+            indent=2,
+        ),
+        "class Settings(BaseSettings):\n    api_key: SecretStr\n"
+        "    token: str | None = None\n    password: str = Field(..., min_length=12)\n"
+        "    db_password: Optional[str] = Field(default=None)\n\n"
+        "def login(username: str, password: str) -> Token:\n"
+        "    os.environ['API_KEY'] = api_key\n    headers['Authorization'] = f'Bearer {token}'\n"
+        "    config['api_key'] = settings.api_key\n    return Token(password=password)\n",
+        "FROM python:3.12-slim\nENV PYTHONUNBUFFERED 1\nENV PATH /app/.venv/bin:$PATH\n"
+        "ENV API_TOKEN ${API_TOKEN}\nARG VERSION=1.4.2\nCOPY . /app\nRUN pip install -e .\n",
+        "<settings>\n  <servers>\n    <server>\n      <id>nexus</id>\n"
+        "      <username>${env.NEXUS_USER}</username>\n"
+        "      <password>${env.NEXUS_PASS}</password>\n"
+        "      <privateKey>${user.home}/.ssh/id_rsa</privateKey>\n    </server>\n  </servers>\n",
+        "define( 'DB_NAME', 'wordpress' );\ndefine( 'DB_USER', 'wp' );\n"
+        "define( 'DB_PASSWORD', getenv('DB_PASSWORD') );\ndefine( 'WP_DEBUG', false );\n",
+        "redis-cli -h cache -p 6379 ping\nredis-cli --askpass -h cache info\n"
+        "sqlcmd -S db.internal -E -Q 'SELECT @@VERSION'\nhtpasswd -c /etc/nginx/.htpasswd admin\n"
+        "openssl req -new -key server.key -out server.csr -subj /CN=example.com\n"
+        "openssl enc -d -aes-256-cbc -in dump.enc -out dump.sql -pass env:BACKUP_PASS\n"
+        "mysql -u root -p shop < dump.sql\naws configure set region eu-west-1\n",
+        "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+        "sudo:x:27:dev\n10:00:00 started\n",
+    ]

@@ -26,6 +26,7 @@ from tests.support.random_values import (
     pem,
     pick,
 )
+from tests.support.secret_formats import format_cases
 
 
 class SecretCase(msgspec.Struct, frozen=True):
@@ -87,6 +88,7 @@ TOKENS: dict[str, tuple[str, Callable[[random.Random], str]]] = {
     ),
     "jwt": ("ID_JWT", jwt),
     "mailgun": ("MAILGUN_KEY", lambda r: f"key-{pick(r, HEX, 32)}"),
+    "twilio-api-key": ("TWILIO_API_KEY_SID", lambda r: f"SK{pick(r, HEX, 32)}"),
 }
 
 # Where a developer prints a token: (context, how the text is made from a name and value).
@@ -274,4 +276,5 @@ def _shape_cases(r: random.Random) -> list[SecretCase]:
 
 def secret_cases(rng: random.Random) -> list[SecretCase]:
     """Every case of the corpus, values fresh from `rng`."""
-    return _token_cases(rng) + _shape_cases(rng)
+    formats = [SecretCase(*case) for case in format_cases(rng)]
+    return _token_cases(rng) + _shape_cases(rng) + formats

@@ -243,6 +243,31 @@ def test_redacting_a_json_value_does_not_mutate_it() -> None:
         "hf_" * 300_000,
         "Authorization: " * 70_000,
         '"password": ["a", ' * 50_000,
+        # One or more per family added for issue 22:
+        "k: str = " * 110_000,  # type annotations
+        "api_key: Optional[str] = None\n" * 33_000,
+        "secret = b'$X' " * 70_000,  # string prefixes
+        'password = """' + 'x"' * 500_000,  # triple quotes
+        '\\"password\\": \\"' + "\\\\" * 500_000,  # JSON inside a JSON string
+        ("api_key = Field(" + " " * 290) * 3_400,  # a field's default
+        'headers["Authorization"] = ' * 40_000,  # subscripts
+        "<password>" * 100_000,  # XML
+        '<add key="password" value="' * 40_000,
+        "define('DB_PASSWORD', '\n" * 40_000,  # PHP
+        "\ndb:5432:app:app:" * 60_000,  # .pgpass
+        "\nENV API_TOKEN " * 65_000,  # Dockerfile
+        "redis-cli -a " * 80_000,  # password flags
+        "sqlcmd -P " * 100_000,
+        "htpasswd -b " * 80_000,
+        "openssl -k " * 90_000,
+        "-passout pass:$X " * 55_000,
+        "SK" * 500_000,  # Twilio
+        '"sensitive": true, "type": "string", "value": [' * 20_000,  # Terraform
+        '"SecretString": "' * 60_000,  # Secrets Manager
+        "--secret-string '" * 60_000,
+        "aws configure set " * 55_000,
+        "arn:aws:secretsmanager:x:1:secret:" * 30_000,
+        "passwd: files " * 70_000,
     ],
     ids=lambda text: repr(text[:12]),
 )

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from pipeline.events import Event, Prompt, ToolCall
+from tests.support.agent_payloads import SHAPES, agent_events
 from tests.support.ordinary_corpus import ordinary_texts
 from tests.support.secret_corpus import SecretCase, secret_cases
 from worker.ingest.prepare import prepare_encoded
@@ -54,6 +55,18 @@ def test_no_secret_reaches_the_wire(case: SecretCase) -> None:
         raw = _emitted(event)
         assert case.secret.encode() not in raw, (SEED, case.format, raw[:400])
         assert escaped not in raw, (SEED, case.format, raw[:400])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.format)
+def test_no_secret_reaches_the_wire_from_a_real_agent_payload(case: SecretCase) -> None:
+    # Through memq's own hook readers: a Read's file content, a Bash's stdout, command and
+    # error, an Edit's patch lines, a Write's content, a prompt, Codex's shell output.
+    escaped = msgspec.json.encode(case.secret)[1:-1]
+    for shape in SHAPES:
+        for event in agent_events(shape, case.text):
+            raw = _emitted(event)
+            assert case.secret.encode() not in raw, (SEED, case.format, shape, raw[:400])
+            assert escaped not in raw, (SEED, case.format, shape, raw[:400])
 
 
 def test_ordinary_developer_text_survives() -> None:
