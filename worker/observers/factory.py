@@ -10,11 +10,16 @@ from worker.settings import Settings
 
 # Small current models; a local OpenAI-compatible server (Ollama, LM Studio, vLLM) names
 # its models differently, so with one of those MEMQ_MODEL must be set.
-DEFAULT_MODELS = {"anthropic": "claude-haiku-4-5", "openai": "gpt-4o-mini"}
+DEFAULT_MODELS = {
+    "anthropic": "claude-haiku-4-5",
+    "openai": "gpt-4o-mini",
+    "claude-code": "claude-haiku-4-5",
+}
 NO_OBSERVER_MESSAGE = (
-    "no observer configured: set ANTHROPIC_API_KEY, or OPENAI_BASE_URL and/or OPENAI_API_KEY "
-    "(any OpenAI-compatible server works, e.g. Ollama at http://localhost:11434/v1), "
-    "plus MEMQ_MODEL to choose the model"
+    "no observer configured: log in to Claude Code (run `claude`, then MEMQ_OBSERVER="
+    "claude-code is chosen for you), or set ANTHROPIC_API_KEY, or OPENAI_BASE_URL and/or "
+    "OPENAI_API_KEY (any OpenAI-compatible server works, e.g. Ollama at "
+    "http://localhost:11434/v1); MEMQ_MODEL chooses the model"
 )
 
 
@@ -39,6 +44,18 @@ def build_observer(settings: Settings) -> Observer:
     if provider is None:
         raise ConfigError(NO_OBSERVER_MESSAGE)
     model = settings.model or DEFAULT_MODELS[provider]
+    if provider == "claude-code":
+        from worker.observers.claude_code import ClaudeCodeObserver
+        from worker.observers.claude_code_cli import cli_path
+
+        return ClaudeCodeObserver(
+            model=model,
+            cli=cli_path(settings.claude_code_cli),
+            data_dir=settings.data_path,
+            max_tokens=settings.max_tokens,
+            timeout_s=settings.observer_timeout_s,
+            warm=settings.claude_code_warm,
+        )
     if provider == "anthropic":
         if settings.anthropic_api_key is None:
             raise ConfigError("MEMQ_OBSERVER=anthropic needs ANTHROPIC_API_KEY")
