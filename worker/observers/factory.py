@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from urllib.parse import urlsplit
+
+import msgspec
 
 from worker.errors import ConfigError
 from worker.observers.protocol import Observer
@@ -48,6 +52,13 @@ def build_observer(settings: Settings) -> Observer:
         from worker.observers.claude_code import ClaudeCodeObserver
         from worker.observers.claude_code_cli import cli_path
 
+        # The CLI authenticates as the user's `claude` does; a key or base URL in memq's own
+        # settings (file or environment) is passed on, never stored.
+        environ = dict(os.environ)
+        if settings.anthropic_api_key is not None:
+            environ["ANTHROPIC_API_KEY"] = settings.anthropic_api_key.reveal()
+        if settings.anthropic_base_url is not None:
+            environ["ANTHROPIC_BASE_URL"] = settings.anthropic_base_url
         return ClaudeCodeObserver(
             model=model,
             cli=cli_path(settings.claude_code_cli),
@@ -55,6 +66,7 @@ def build_observer(settings: Settings) -> Observer:
             max_tokens=settings.max_tokens,
             timeout_s=settings.observer_timeout_s,
             warm=settings.claude_code_warm,
+            environ=environ,
         )
     if provider == "anthropic":
         if settings.anthropic_api_key is None:
@@ -81,3 +93,22 @@ def build_observer(settings: Settings) -> Observer:
         temperature=settings.temperature,
         timeout_s=settings.observer_timeout_s,
     )
+
+
+async def with_default_observer(
+    settings: Settings, environ: Mapping[str, str]
+) -> tuple[Settings, str]:
+    """`settings` with MEMQ_OBSERVER=claude-code when none is configured and Claude Code's
+    login is usable (its `claude auth status`), and the line that says so; else ConfigError."""
+    from worker.observers.claude_code_cli import cli_path, login_status
+
+    cli = cli_path(settings.claude_code_cli)
+    status = await login_status(cli, environ) if cli is not None else None
+    if status is None or not status.logged_in:
+        raise ConfigError(NO_OBSERVER_MESSAGE)
+    how = status.auth_method.replace("_", " ")
+    line = (
+        f"memq: no observer configured; Claude Code is logged in ({how}), so the observer is "
+        "claude-code (set MEMQ_OBSERVER to choose another)"
+    )
+    return msgspec.structs.replace(settings, observer="claude-code"), line
