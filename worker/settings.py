@@ -90,9 +90,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0
     # MEMQ_OBSERVER=claude-code: the `claude` CLI to run (unset: the one claude-agent-sdk
-    # bundles) and how many warm CLI processes a worker keeps (0: a new process per call)
+    # bundles) and how many warm CLI processes (~200 MB each) a worker keeps (0: one per call)
     claude_code_cli: str | None = None
-    claude_code_warm: NonNegativeInt = 8
+    claude_code_warm: NonNegativeInt = 4
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0

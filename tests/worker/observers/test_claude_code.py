@@ -15,7 +15,14 @@ from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_checks import observations, outcomes, stored_rows, wait_until
-from tests.support.worker_harness import drain, make_settings, publish, running_runtime, tool_call
+from tests.support.worker_harness import (
+    drain,
+    make_settings,
+    publish,
+    running_runtime,
+    sqlite_store,
+    tool_call,
+)
 from worker.keys import Keys
 from worker.observers.claude_code import ClaudeCodeObserver
 from worker.observers.claude_code_cli import bundled_cli
@@ -26,6 +33,7 @@ from worker.observers.errors import (
     ObserverTransientError,
 )
 from worker.observers.protocol import ObserverRequest, Usage
+from worker.ops.cost import CostReader
 from worker.settings import Settings
 
 pytestmark = pytest.mark.slow  # every test starts the real CLI (about half a second each)
@@ -84,6 +92,16 @@ async def test_an_observation_is_stored_through_claude_code(
     assert sent.body.get("thinking") in (None, {"type": "disabled"})  # never spends thinking
     counts = await outcomes(arq_redis, settings)
     assert counts.get("stored", 0) >= 1
+    # the tokens and the cost the CLI reported reach the cost view
+    store = sqlite_store(settings)
+    try:
+        cost = await CostReader(store).read()
+    finally:
+        await store.aclose()
+    assert cost.calls >= 1
+    assert cost.input_tokens > 0
+    assert cost.reported_cost_usd is not None
+    assert cost.reported_cost_usd > 0
 
 
 async def _paused_then_stored(
