@@ -4,6 +4,7 @@ the fake Anthropic server (ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY), through a real
 from __future__ import annotations
 
 import asyncio
+import json
 import stat
 import time
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from tests.support.worker_harness import (
 )
 from worker.keys import Keys
 from worker.observers.claude_code import ClaudeCodeObserver
-from worker.observers.claude_code_cli import bundled_cli
+from worker.observers.claude_code_cli import auth_settings, bundled_cli
 from worker.observers.claude_code_replies import quota_reset_s, usage_of
 from worker.observers.errors import (
     ObserverAuthError,
@@ -269,3 +270,27 @@ async def test_a_quota_error_carries_the_reset(home: Path, fake_observer: FakeOb
         await observer.aclose()
     assert caught.value.reset_after_s is not None
     assert caught.value.reset_after_s > 0
+
+
+def test_only_the_authentication_part_of_the_user_settings_is_passed_on(home: Path) -> None:
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "apiKeyHelper": "get-key",
+                "env": {"ANTHROPIC_BASE_URL": "https://gw.example", "CLAUDE_CODE_USE_BEDROCK": "1",
+                        "MY_TOOL_FLAG": "x"},
+                "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "memq hook"}]}]},
+                "enabledPlugins": {"p@m": True},
+                "permissions": {"allow": ["Bash"]},
+            }
+        )
+    )  # fmt: skip
+    passed = auth_settings(home)
+    assert passed is not None
+    assert json.loads(passed) == {
+        "apiKeyHelper": "get-key",
+        "env": {"ANTHROPIC_BASE_URL": "https://gw.example", "CLAUDE_CODE_USE_BEDROCK": "1"},
+    }
+    (home / ".claude" / "settings.json").write_text('{"hooks": {}}')
+    assert auth_settings(home) is None
