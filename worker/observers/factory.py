@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -14,6 +15,7 @@ from worker.settings import Settings
 
 # Small current models; a local OpenAI-compatible server (Ollama, LM Studio, vLLM) names
 # its models differently, so with one of those MEMQ_MODEL must be set.
+logger = logging.getLogger(__name__)
 DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
     "openai": "gpt-4o-mini",
@@ -51,6 +53,13 @@ def build_observer(settings: Settings) -> Observer:
     if provider == "claude-code":
         from worker.observers.claude_code import ClaudeCodeObserver
         from worker.observers.claude_code_cli import cli_path
+
+        if settings.history_turns:
+            logger.warning(
+                "MEMQ_HISTORY_TURNS=%d is ignored with MEMQ_OBSERVER=claude-code: each turn "
+                "sends the system prompt and this turn's message only",
+                settings.history_turns,
+            )
 
         # The CLI authenticates as the user's `claude` does; a key or base URL in memq's own
         # settings (file or environment) is passed on, never stored.

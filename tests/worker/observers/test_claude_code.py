@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver, Reply
+from tests.support.ingest import console_script, subprocess_env
 from tests.support.worker_checks import observations, outcomes, stored_rows, wait_until
 from tests.support.worker_harness import (
     drain,
@@ -103,6 +105,12 @@ async def test_an_observation_is_stored_through_claude_code(
     assert cost.input_tokens > 0
     assert cost.reported_cost_usd is not None
     assert cost.reported_cost_usd > 0
+    stats = await asyncio.to_thread(
+        subprocess.run, [console_script(), "stats"], capture_output=True, text=True, timeout=60,
+        env=subprocess_env(settings.data_path, settings.redis_url), check=False,
+    )  # fmt: skip
+    assert stats.returncode == 0, stats.stderr
+    assert f"USD {cost.reported_cost_usd:.4f} as the observer reported it" in stats.stdout
 
 
 async def _paused_then_stored(
