@@ -13,17 +13,18 @@ from worker.errors import ConfigError
 from worker.observers.protocol import Observer
 from worker.settings import Settings
 
+logger = logging.getLogger(__name__)
+
 # Small current models; a local OpenAI-compatible server (Ollama, LM Studio, vLLM) names
 # its models differently, so with one of those MEMQ_MODEL must be set.
-logger = logging.getLogger(__name__)
 DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
     "openai": "gpt-4o-mini",
     "claude-code": "claude-haiku-4-5",
 }
 NO_OBSERVER_MESSAGE = (
-    "no observer configured: log in to Claude Code (run `claude`, then MEMQ_OBSERVER="
-    "claude-code is chosen for you), or set ANTHROPIC_API_KEY, or OPENAI_BASE_URL and/or "
+    "no observer configured: log in to Claude Code (run `claude`; `memq up` then uses it, "
+    "or set MEMQ_OBSERVER=claude-code), or set ANTHROPIC_API_KEY, or OPENAI_BASE_URL and/or "
     "OPENAI_API_KEY (any OpenAI-compatible server works, e.g. Ollama at "
     "http://localhost:11434/v1); MEMQ_MODEL chooses the model"
 )
