@@ -113,7 +113,9 @@ class ClaudeCodeObserver:
             raise
         latency_ms = (time.perf_counter() - started) * 1000
         if turn.error is not None:
-            self._release(request.system, process)
+            # A fresh process next time: one started before the user logged in (or whose
+            # credentials expired) would go on failing.
+            self._discard(process)
             raise failed_turn(turn)
         self._release(request.system, process)
         return ObserverReply(
