@@ -29,7 +29,7 @@ from claude_agent_sdk import (
 
 from worker.observers.claude_code_cli import isolated_options, observer_dir
 from worker.observers.claude_code_replies import Turn, failed_turn
-from worker.observers.errors import ObserverError, ObserverTransientError
+from worker.observers.errors import ObserverTransientError
 from worker.observers.protocol import ObserverReply, ObserverRequest
 
 PROVIDER = "claude-code"
@@ -89,16 +89,15 @@ class ClaudeCodeObserver:
         process: _Process | None = None
         try:
             async with asyncio.timeout(self._timeout_s):
-                process = await self._checkout(request.system)
+                process = await self._warm_process(request.system) or _Process()
+                if process.client is None:
+                    await self._connect(process, request.system)
                 turn = await self._ask(process, request.user)
         except TimeoutError as e:
             self._discard(process)
             raise ObserverTransientError(
                 f"{PROVIDER} observer: no reply within {self._timeout_s:g}s"
             ) from e
-        except ObserverError:
-            self._discard(process)
-            raise
         except CLINotFoundError as e:
             raise ObserverTransientError(
                 f"{PROVIDER} observer: Claude Code CLI not found ({e}): reinstall memq "
@@ -134,18 +133,19 @@ class ClaudeCodeObserver:
         if self._closing:
             await asyncio.gather(*self._closing, return_exceptions=True)
 
-    async def _checkout(self, system: str) -> _Process:
-        """The warm process for this system prompt (its last `/clear` done), or a new one."""
+    async def _warm_process(self, system: str) -> _Process | None:
+        """The warm process for this system prompt, its last `/clear` done, if there is one."""
         process = self._idle.pop(system, None)
         if process is not None and process.clearing is not None:
             try:
                 await process.clearing
             except (ClaudeSDKError, OSError):
                 self._discard(process)
-                process = None
-        if process is not None:
-            return process
-        process = _Process()
+                return None
+        return process
+
+    async def _connect(self, process: _Process, system: str) -> None:
+        """Start a CLI process for this system prompt."""
         options = isolated_options(
             system=system,
             model=self._model,
@@ -155,10 +155,8 @@ class ClaudeCodeObserver:
             environ=self._environ,
             stderr=process.stderr.append,
         )
-        client = ClaudeSDKClient(options)
-        process.client = client
-        await client.connect()
-        return process
+        process.client = ClaudeSDKClient(options)
+        await process.client.connect()
 
     async def _ask(self, process: _Process, user: str) -> Turn:
         """Send the message and read up to the turn's result."""

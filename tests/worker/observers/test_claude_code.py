@@ -202,6 +202,7 @@ async def test_a_crashing_cli_is_a_retryable_failure_with_its_stderr(home: Path)
         await observer.complete(REQUEST)
     await observer.aclose()
     assert "\n" not in str(caught.value)
+    assert "segfault in the fake CLI" in str(caught.value)  # its stderr, on the same line
 
 
 async def test_warm_turns_reuse_one_process_and_each_turn_starts_empty(
