@@ -175,6 +175,8 @@ class ClaudeCodeObserver:
                     turn.model = message.model
             elif isinstance(message, ResultMessage):
                 turn.read_result(message)
+        if not turn.finished:  # the CLI went away mid-turn: never an empty (skipped) reply
+            raise ClaudeSDKError("the CLI ended without the turn's result")
         turn.text = "\n".join(texts)
         return turn
 

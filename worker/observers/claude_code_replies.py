@@ -47,9 +47,11 @@ class Turn:
     result_text: str = ""
     subtype: str = ""
     usage: Usage = field(default_factory=Usage)
+    finished: bool = False  # the turn's result arrived
 
     def read_result(self, result: ResultMessage) -> None:
         """Take the result's usage, cost and failure, if any."""
+        self.finished = True
         self.usage = usage_of(result.usage, result.total_cost_usd)
         self.is_error = result.is_error
         self.status = result.api_error_status

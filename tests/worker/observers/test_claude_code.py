@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import stat
 import subprocess
 import time
@@ -303,3 +305,32 @@ def test_only_the_authentication_part_of_the_user_settings_is_passed_on(home: Pa
     }
     (home / ".claude" / "settings.json").write_text('{"hooks": {}}')
     assert auth_settings(home) is None
+
+
+async def test_a_cli_killed_mid_turn_is_a_retryable_failure_not_an_empty_reply(
+    home: Path, fake_observer: FakeObserver
+) -> None:
+    observer = _observer(home, fake_observer.url)
+    fake_observer.hold()
+    call = asyncio.create_task(observer.complete(REQUEST))
+    try:
+        await asyncio.to_thread(fake_observer.wait_for_requests, 1, 30.0)
+        [cli] = _children_named("claude")
+        os.kill(cli, signal.SIGKILL)  # the CLI process this test's observer started
+        with pytest.raises(ObserverTransientError, match="Claude Code CLI failed"):
+            await call
+    finally:
+        fake_observer.release()
+        await observer.aclose()
+
+
+def _children_named(name: str) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            command, rest = stat_file.read_text().split(")", 1)
+        except OSError:
+            continue
+        if rest.split()[1] == str(os.getpid()) and command.endswith(f"({name}"):
+            found.append(int(stat_file.parent.name))
+    return found
