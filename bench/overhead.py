@@ -10,12 +10,18 @@ round-robin over many sessions (so each turn carries one event) and reports, per
 publish → broadcast latency minus that event's observer delay: memq's own overhead (publish,
 queueing, the worker's turn, SQLite, the broadcast), with the observer call's HTTP round trip
 counted against memq.
+
+`--observers` compares providers, one run each: `anthropic` and `openai` (the HTTP adapters)
+and `claude-code` (the Claude Code CLI through claude-agent-sdk, warm processes per worker;
+`claude-code:0` starts a process per call), e.g. `--observers anthropic,openai,claude-code
+--sessions 4 --rate 2` (a CLI process per live session: a few sessions, as one user has).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -49,6 +55,7 @@ from worker.settings import Settings
 
 PREFIX = "overhead"
 KEYS = Keys(PREFIX)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,11 +69,13 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     seconds: float
     observer_s: tuple[float, float]
     workdir: str | None
+    observers: tuple[str, ...] = ("anthropic",)
 
 
 class Result(msgspec.Struct, kw_only=True):
     """One steady run: per-event latencies, observer delays and what the run cost."""
 
+    observer: str = "anthropic"
     events: int = 0
     published_rate: float = 0.0
     latency_ms: list[float] = []
@@ -78,15 +87,45 @@ class Result(msgspec.Struct, kw_only=True):
     seconds: float = 0.0  # from the first publish until the last broadcast waited for
 
 
-async def run(cfg: Config, url: str, observer_url: str, tmp: Path) -> Result:
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a live process and its descendants, live or already waited for: a
+    claude-code worker's CLI processes count against it."""
+    try:
+        parts = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    own = sum(int(parts[i]) for i in (11, 12, 13, 14)) / CLOCK_TICKS  # + cutime, cstime
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == str(pid):
+                children.append(int(stat.parent.name))
+        except (OSError, IndexError):
+            continue
+    return own + sum(tree_cpu_s(child) for child in children)
+
+
+def provider_env(observer: str, observer_url: str) -> dict[str, str]:
+    """MEMQ_OBSERVER and the provider's variables for `observer` (`claude-code:N`: N warm)."""
+    name, _, warm = observer.partition(":")
+    if name == "openai":
+        return {"MEMQ_OBSERVER": "openai", "OPENAI_BASE_URL": observer_url + "/v1",
+                "OPENAI_API_KEY": "x"}  # fmt: skip
+    if name == "claude-code":  # its CLI gets ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY
+        return {"MEMQ_OBSERVER": name} | ({"MEMQ_CLAUDE_CODE_WARM": warm} if warm else {})
+    return {"MEMQ_OBSERVER": "anthropic"}
+
+
+async def run(cfg: Config, url: str, observer_url: str, tmp: Path, observer: str) -> Result:
     """Start the workers, warm every session up, then publish at the steady rate."""
     data_dir = tmp / "data"
-    result = Result()
+    result = Result(observer=observer)
     maker = CallMaker(2000)
     client = aioredis.Redis.from_url(url)
     producer = Producer(client, Settings(prefix=PREFIX, max_pending_per_session=1_000_000))
     env = worker_env(url, observer_url, data_dir, prefix=PREFIX, batch_max_events=cfg.batch,
                      batch_wait_ms=0, concurrency=cfg.concurrency, chroma="off")  # fmt: skip
+    env |= provider_env(observer, observer_url)
     workers = WorkerProcesses(cfg.processes, env, tmp / "logs")
     try:
         warm = maker.interleaved("warm", cfg.sessions, 1)
@@ -95,12 +134,13 @@ async def run(cfg: Config, url: str, observer_url: str, tmp: Path) -> Result:
         progress(f"workers up, {cfg.sessions} sessions warm")
         count = max(1, int(cfg.rate * cfg.seconds))
         calls = [maker.call(f"run-s{i % cfg.sessions}", i) for i in range(count)]
-        cpu, before, started = workers.cpu_seconds(), await redis_cost(client), time.monotonic()
+        cpu = sum(tree_cpu_s(p.pid) for p in workers.procs)
+        before, started = await redis_cost(client), time.monotonic()
         latencies, result.missing, result.published_rate = await steady(
             producer, client, KEYS.observations, workers, calls, cfg.rate,
             settle_s=cfg.observer_s[1] + 20,
         )  # fmt: skip
-        result.worker_cpu_s = workers.cpu_seconds() - cpu
+        result.worker_cpu_s = sum(tree_cpu_s(p.pid) for p in workers.procs) - cpu
         result.redis = await redis_cost(client) - before
         result.seconds = time.monotonic() - started
         result.events = count
@@ -139,16 +179,16 @@ def report(results: list[Result], cfg: Config, noise: str) -> None:
     for r in results:
         over = [lat - obs for lat, obs in zip(r.latency_ms, r.observer_ms, strict=True)]
         rows.append([
-            round(r.published_rate, 1), len(over), r.missing,
+            r.observer, round(r.published_rate, 1), len(over), r.missing,
             round(len(over) / r.observer_calls, 2) if r.observer_calls else "-",
             *(round(percentile(r.latency_ms, q)) for q in (50, 99)),
             *(round(percentile(over, q)) for q in (50, 90, 99)), round(max(over)),
             round(r.worker_cpu_s / r.events * 1000, 2), round(r.redis.commands / r.seconds),
             round(r.redis.cpu_s / r.seconds * 100, 1),
         ])  # fmt: skip
-    headers = ["published events/s", "events", "missing", "events per observer call",
+    headers = ["observer", "published events/s", "events", "missing", "events per observer call",
                "latency p50 ms", "latency p99 ms", "overhead p50 ms", "overhead p90 ms",
-               "overhead p99 ms", "overhead max ms", "worker CPU ms per event",
+               "overhead p99 ms", "overhead max ms", "worker CPU ms per event (CLI included)",
                "Redis commands/s", "Redis CPU %"]  # fmt: skip
     print(markdown_table(headers, rows))
 
@@ -165,12 +205,18 @@ def parse_args() -> tuple[Config, int]:
     p.add_argument("--observer-latency-ms", default="1000,2000", metavar="LOW,HIGH")
     p.add_argument("--runs", type=int, default=1, help="runs, each with fresh Redis and workers")
     p.add_argument("--workdir", help="where the temporary directory goes (default: the system's)")
+    p.add_argument(
+        "--observers",
+        default="anthropic",
+        metavar="NAME[:WARM],…",
+        help="providers to compare: anthropic, openai, claude-code, claude-code:0",
+    )
     a = p.parse_args()
     low, _, high = a.observer_latency_ms.partition(",")
     cfg = Config(processes=a.processes, concurrency=a.concurrency, batch=a.batch,
                  sessions=a.sessions, rate=a.rate, seconds=a.seconds,
                  observer_s=(int(low) / 1000, int(high or low) / 1000),
-                 workdir=a.workdir)  # fmt: skip
+                 workdir=a.workdir, observers=tuple(a.observers.split(",")))  # fmt: skip
     return cfg, a.runs
 
 
@@ -180,9 +226,11 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="memq-overhead-", dir=cfg.workdir) as name:
         for n in range(runs):
-            tmp = Path(name) / f"run{n}"
-            with private_redis(tmp / "redis") as server, fake_observer(cfg.observer_s, True) as obs:
-                results.append(asyncio.run(run(cfg, server.url, obs.url, tmp)))
+            for observer in cfg.observers:
+                tmp = Path(name) / f"run{n}-{observer.replace(':', '-')}"
+                with private_redis(tmp / "redis") as server, \
+                        fake_observer(cfg.observer_s, True) as obs:  # fmt: skip
+                    results.append(asyncio.run(run(cfg, server.url, obs.url, tmp, observer)))
         noise = meter.report()
     report(results, cfg, noise)
 

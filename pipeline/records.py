@@ -92,6 +92,7 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
     cached_input_tokens: int
     output_tokens: int
     created_at: datetime
+    cost_usd: float | None = None  # USD, when the provider reports it (claude-code does)
 
 
 class TurnRows(msgspec.Struct, frozen=True, kw_only=True):

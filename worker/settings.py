@@ -61,7 +61,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     prefix: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = "memq"
     data_dir: str = "~/.local/share/memq"
     database_url: str | None = None
-    observer: Literal["anthropic", "openai"] | None = None
+    observer: Literal["anthropic", "openai", "claude-code"] | None = None
     model: str | None = None
     mode: str = "code"
     modes_dir: str | None = None
@@ -92,6 +92,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_tokens: PositiveInt = 4096
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0
+    # MEMQ_OBSERVER=claude-code: the `claude` CLI to run (unset: the one claude-agent-sdk
+    # bundles) and how many warm CLI processes (~200 MB each) a worker keeps (0: one per call)
+    claude_code_cli: str | None = None
+    claude_code_warm: NonNegativeInt = 4
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0
@@ -180,7 +184,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         return [Path(self.modes_dir).expanduser()] if self.modes_dir else []
 
     @property
-    def observer_provider(self) -> Literal["anthropic", "openai"] | None:
+    def observer_provider(self) -> Literal["anthropic", "openai", "claude-code"] | None:
         """The configured provider, or the one the SDK variables imply, or None."""
         if self.observer is not None:
             return self.observer

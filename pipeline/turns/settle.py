@@ -48,6 +48,7 @@ class Answer(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None  # what the provider says the call cost, if it does
 
 
 class HistoryLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -177,6 +178,7 @@ def settle(
         cached_input_tokens=answer.cached_input_tokens,
         output_tokens=answer.output_tokens,
         created_at=now,
+        cost_usd=answer.cost_usd,
     )
     told_number = state.told_prompt_number
     if told is not None and told.prompt_number is not None:

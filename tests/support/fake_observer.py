@@ -25,6 +25,7 @@ import msgspec
 import pytest
 
 from pipeline.prompting.framing import escape_xml_text
+from tests.support.fake_sse import anthropic_sse
 
 ANTHROPIC_PATH = "/v1/messages"
 OPENAI_PATH = "/v1/chat/completions"
@@ -285,6 +286,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_raw(reply.status, reply.body.encode(), headers, "text/html")
         elif reply.status >= 400:
             self._send(reply.status, _error_body(provider, reply), headers)
+        elif provider == "anthropic" and request.body.get("stream"):
+            # Claude Code (the claude-code observer's CLI) always streams.
+            message = _anthropic_body(request, reply, fake._next_id())
+            self._send_raw(200, anthropic_sse(message), headers, "text/event-stream")
         elif provider == "anthropic":
             self._send(200, _anthropic_body(request, reply, fake._next_id()), headers)
         else:

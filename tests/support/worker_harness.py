@@ -40,7 +40,7 @@ def make_settings(
         "MEMQ_OBSERVER_TIMEOUT_S": "5",
         **{f"MEMQ_{k.upper()}": v for k, v in extra.items()},
     }
-    if provider == "anthropic":
+    if provider in ("anthropic", "claude-code"):  # claude-code: its CLI gets both
         env |= {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": observer_url}
     else:
         env |= {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": observer_url + "/v1"}

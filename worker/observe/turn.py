@@ -144,6 +144,7 @@ class TurnRunner:
             input_tokens=reply.usage.input_tokens,
             cached_input_tokens=reply.usage.cached_input_tokens,
             output_tokens=reply.usage.output_tokens,
+            cost_usd=reply.usage.cost_usd,
         )
 
     async def _commit(

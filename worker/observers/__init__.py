@@ -1,4 +1,5 @@
-"""Observer providers (Anthropic Messages, OpenAI-compatible Chat Completions), one protocol.
+"""Observer providers (Anthropic Messages, OpenAI-compatible Chat Completions, Claude Code),
+one protocol.
 
 Each public name loads its module on first use (PEP 562), as in `pipeline`: the SDKs take
 seconds to import, so `worker.observers.protocol` and the errors must not pull them in.
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the same names, for type checkers
     from pipeline.prompting.conversation import Exchange
     from worker.observers.anthropic import AnthropicObserver
+    from worker.observers.claude_code import ClaudeCodeObserver
     from worker.observers.errors import (
         ObserverAuthError,
         ObserverError,
@@ -26,6 +28,7 @@ if TYPE_CHECKING:  # the same names, for type checkers
 # The public API, each name under the module that defines it.
 _HOME = {
     "AnthropicObserver": "worker.observers.anthropic",
+    "ClaudeCodeObserver": "worker.observers.claude_code",
     "Exchange": "pipeline.prompting.conversation",
     "Observer": "worker.observers.protocol",
     "ObserverAuthError": "worker.observers.errors",
@@ -42,6 +45,7 @@ _HOME = {
 
 __all__ = [
     "AnthropicObserver",
+    "ClaudeCodeObserver",
     "Exchange",
     "Observer",
     "ObserverAuthError",

@@ -23,6 +23,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = None  # what the provider says the call cost (claude-code does)
 
 
 class ObserverReply(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,7 +41,7 @@ class Observer(Protocol):
 
     @property
     def provider(self) -> str:
-        """The provider id: "anthropic" or "openai"."""
+        """The provider id: "anthropic", "openai" or "claude-code"."""
 
     @property
     def model(self) -> str:
@@ -50,4 +51,4 @@ class Observer(Protocol):
         """Send one turn; raises an ObserverError subclass on any failure."""
 
     async def aclose(self) -> None:
-        """Close the HTTP client."""
+        """Close the HTTP client (or stop the CLI processes)."""

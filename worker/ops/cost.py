@@ -41,17 +41,21 @@ class Totals(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int
     calls: int
     observations: int
+    reported_cost_usd: float | None = None
+    """What the providers themselves said the calls cost (claude-code does), None if none did."""
 
 
 def totals(days: Iterable[CostDay]) -> Totals:
     """The figures of `days` added up (the window's, or one day's over several projects)."""
     rows = list(days)
+    reported = [d.reported_cost_usd for d in rows if d.reported_cost_usd is not None]
     return Totals(
         input_tokens=sum(d.input_tokens for d in rows),
         cached_input_tokens=sum(d.cached_input_tokens for d in rows),
         output_tokens=sum(d.output_tokens for d in rows),
         calls=sum(d.calls for d in rows),
         observations=sum(d.observations for d in rows),
+        reported_cost_usd=round(sum(reported), 6) if reported else None,
     )
 
 

@@ -138,3 +138,4 @@ class CostDay(msgspec.Struct, frozen=True, kw_only=True):
     output_tokens: int = 0
     calls: int = 0
     observations: int = 0
+    reported_cost_usd: float | None = None  # the providers' own figure, where they give one

@@ -38,7 +38,8 @@ SELECT project, substr(created_at, 1, 10) AS day,
     CAST(SUM(input_tokens) AS BIGINT) AS input_tokens,
     CAST(SUM(cached_input_tokens) AS BIGINT) AS cached_input_tokens,
     CAST(SUM(output_tokens) AS BIGINT) AS output_tokens,
-    COUNT(*) AS calls
+    COUNT(*) AS calls,
+    SUM(cost_usd) AS reported_cost_usd
 FROM token_usage WHERE created_at >= $1
 GROUP BY project, substr(created_at, 1, 10)
 """

@@ -67,7 +67,7 @@ DROPPED: Insert[DroppedOutput] = _insert(
 USAGE: Insert[TokenUsage] = _insert(
     "token_usage",
     "memory_session_id, project, provider, model, input_tokens, cached_input_tokens,"
-    " output_tokens, created_at",
+    " output_tokens, created_at, cost_usd",
 )
 # $1 sid, $2 project, $3 fence, $4 now, $5 ended_at, $6 prompt_counter; changes one row
 # unless a higher fence is stored. CASE for the larger counter: PostgreSQL spells it

@@ -100,6 +100,7 @@ async def test_stats_cost_equals_what_the_observer_reported(
         "output_tokens": round(calls * OUTPUT / 3, 1),
     }
     assert (cost["prices"], cost["spend"]) == (None, None)
+    assert cost["reported_cost_usd"] is None  # the HTTP providers report no cost of their own
     by_project: dict[str, list[int]] = {}
     for day in cost["days"]:
         sums = by_project.setdefault(day["project"], [0, 0])
@@ -124,6 +125,7 @@ async def test_stats_cost_equals_what_the_observer_reported(
     assert sorted(r[1] for r in rows) == ["alpha", "beta"]
     assert sum(int(r[4]) for r in rows) == calls * INPUT  # the table's input column
     assert "spend" not in text.stdout
+    assert "as the observer reported it" not in text.stdout
     text = await asyncio.to_thread(_memq, settings, "stats", **PRICES)
     assert f"spend {calls * per_call:.4f} at the MEMQ_PRICE_* prices" in text.stdout
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import msgspec
+
 from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
 from tests.worker.storage.test_sqlite_store import batch, obs
@@ -107,3 +109,18 @@ async def test_cost_by_day_keeps_only_the_window(backend: Backend) -> None:
     ]
     assert await store.cost_by_day(days=1) == []
     assert [c.day for c in await store.cost_by_day(days=15)] == ["2024-04-30", "2024-05-01"]
+
+
+async def test_cost_by_day_sums_the_cost_the_provider_reported(backend: Backend) -> None:
+    # claude-code reports what each call cost; the HTTP providers do not (NULL, not 0).
+    store = backend.open(lambda: NOW)
+    reported = [
+        msgspec.structs.replace(usage("alpha", NOW, 10), provider="claude-code", cost_usd=0.25),
+        msgspec.structs.replace(usage("alpha", NOW, 10), provider="claude-code", cost_usd=0.5),
+        usage("alpha", NOW, 10),
+    ]
+    await store.write_batch(batch(session="s1", project="alpha", usage=reported))
+    beta = [usage("beta", NOW, 5, session="s2")]
+    await store.write_batch(batch(session="s2", project="beta", usage=beta))
+    found = {d.project: d.reported_cost_usd for d in await store.cost_by_day()}
+    assert found == {"alpha": 0.75, "beta": None}

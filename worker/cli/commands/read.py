@@ -137,7 +137,12 @@ def _cost_lines(cost: dict[str, Any]) -> list[str]:
         f" {cost['calls']} observer calls, {cost['observations']} observations stored",
         f"  tokens: input={cost['input_tokens']} cached_input={cost['cached_input_tokens']}"
         f" output={cost['output_tokens']}"
-        + (f"; spend {_money(cost['spend'])} at the MEMQ_PRICE_* prices" if priced else ""),
+        + (f"; spend {_money(cost['spend'])} at the MEMQ_PRICE_* prices" if priced else "")
+        + (
+            f"; USD {_money(cost['reported_cost_usd'])} as the observer reported it"
+            if cost.get("reported_cost_usd") is not None
+            else ""
+        ),
     ]
     per = cost["per_observation"]
     lines.append(

@@ -198,6 +198,11 @@ def up() -> None:
             await asyncio.gather(*side_tasks)
 
     settings = settings_with_logging()
+    if settings.observer_provider is None:
+        from worker.observers.factory import with_default_observer
+
+        settings, chosen = asyncio.run(with_default_observer(settings, os.environ))
+        print(chosen, file=sys.stderr)
     check_bind(settings.ui_host, settings.ui_token.reveal() if settings.ui_token else None)
     from worker.ingest.agent import check_agent_bind
 

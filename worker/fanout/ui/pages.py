@@ -174,4 +174,7 @@ def _cost_pairs(cost: object) -> list[tuple[str, str, str]]:
     ]
     if cost["spend"] is not None:
         pairs.append((f"Observer spend ({window})", "spend", f"{cost['spend']:.4f}"))
+    if cost.get("reported_cost_usd") is not None:
+        reported = f"USD {cost['reported_cost_usd']:.4f}"
+        pairs.append((f"Cost the observer reported ({window})", "reported-cost", reported))
     return pairs

@@ -172,6 +172,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
     # 3: freshness: each observation keeps the hashes of its evidence files.
     ("ALTER TABLE observations ADD COLUMN file_hashes JSONB NOT NULL DEFAULT '{}'",),
+    # 4: what a call cost in USD when the provider says (claude-code does); NULL otherwise.
+    ("ALTER TABLE token_usage ADD COLUMN cost_usd DOUBLE PRECISION",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -207,6 +207,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ("CREATE INDEX processed_events_processed_at ON processed_events (processed_at)",),
     # 4: freshness: each observation keeps the hashes of its evidence files (a JSON object).
     ("ALTER TABLE observations ADD COLUMN file_hashes TEXT NOT NULL DEFAULT '{}'",),
+    # 5: what a call cost in USD when the provider says (claude-code does); NULL otherwise.
+    ("ALTER TABLE token_usage ADD COLUMN cost_usd REAL",),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
