@@ -1,0 +1,82 @@
+"""Claude Code: `claude -p` against tests/support/agent_models/anthropic.py, the hooks of
+docs/agents/claude-code.md (command and HTTP). Its `--debug-file` logs each command hook run
+with its duration ("Hooks: PostToolUse:Bash [...] finished with status 0 (74ms)"); it logs
+no duration for an HTTP hook."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from bench.agent_runs import COMMAND, HTTP, NO_HOOKS, READ_FILE, AgentRunner, Session
+from bench.agent_runs import shell_command as shell
+from tests.agents.test_claude_code import TOOLS, configure, doc_blocks
+from tests.support.agent_bins import agent_binary
+from tests.support.agent_models.anthropic import AnthropicAgentModel, Step, Text, ToolUse
+from tests.support.agent_stack import AgentStack
+
+_HOOK_LINE = re.compile(r"Hooks: (\w+)(?::\S+)? \[[^\]]*\] finished with status \d+ \((\d+)ms\)")
+
+
+def script(calls: int) -> list[Step]:
+    """`calls` tool calls, a shell command and a read in turn, then the answer."""
+    steps: list[Step] = [
+        ToolUse("Read", {"file_path": READ_FILE})
+        if i % 2
+        else ToolUse("Bash", {"command": shell(i), "description": "Echo"})
+        for i in range(calls)
+    ]
+    return [*steps, Text("Done.")]
+
+
+@contextmanager
+def _model() -> Iterator[AnthropicAgentModel]:
+    model = AnthropicAgentModel()
+    try:
+        yield model
+    finally:
+        model.close()
+
+
+def hook_times(log: Path) -> dict[str, list[float]]:
+    """Each hook event's durations (ms) as the debug log states them."""
+    times: dict[str, list[float]] = {}
+    for m in _HOOK_LINE.finditer(log.read_text(errors="replace") if log.exists() else ""):
+        times.setdefault(m[1], []).append(float(m[2]))
+    return times
+
+
+def session(
+    stack: AgentStack, model: AnthropicAgentModel, setup: str, calls: int, scratch: Path
+) -> Session:
+    blocks = doc_blocks()
+    hooks = {NO_HOOKS: {}, COMMAND: blocks[0], HTTP: blocks[1]}[setup]
+    configure(stack, hooks, agent_url=stack.start_agent_endpoint() if setup == HTTP else None)
+    model.script = script(calls)
+    log = scratch / "claude-debug.log"
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(agent_binary("claude-code")), "-p", "Walk the project", "--output-format", "json",
+         "--permission-mode", "acceptEdits", "--allowedTools", TOOLS, "--debug-file", str(log)],
+        cwd=stack.project, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env=stack.env(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-fake-local-0000",
+                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1"),
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"claude exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    return Session(wall, hook_times(log))
+
+
+RUNNER = AgentRunner(
+    agent="claude-code",
+    setups=(NO_HOOKS, COMMAND, HTTP),
+    tool_hook="PostToolUse",
+    hook_source={NO_HOOKS: "-", COMMAND: "debug log", HTTP: "not logged"},
+    model=_model,
+    session=session,
+)
