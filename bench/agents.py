@@ -9,8 +9,9 @@ fake model (tests/support/agent_models/) and a real memq (redis-server, a `memq 
 instant fake observer), configured from its docs/agents/ page. A session is `--calls` tool
 calls, a shell command and a read of README.md in turn, then the answer; memq's MCP server
 is configured in every set-up, so only the hooks differ. Every session gets a fresh HOME
-and store. The runners (one module per agent) are in bench/agent_runs/; the hook column is
-the agent's per-tool-call hook, timed as its hook-times column says.
+and store; after a hooked session (off the clock) memq must have stored an observation.
+The runners (one module per agent) are in bench/agent_runs/; the hook column is the
+agent's per-tool-call hook, timed as its hook-times column says.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.agent_runs import AgentRunner, claude_code, codex, gemini, opencode
+from bench.agent_runs import NO_HOOKS, AgentRunner, claude_code, codex, gemini, opencode
 from bench.common import CpuMeter, machine, markdown_table, percentile, private_redis, progress
 from tests.support.agent_bins import agent_version
 from tests.support.agent_stack import agent_stack
@@ -47,6 +48,8 @@ def bench_agent(
                 where = root / runner.agent / f"{setup.replace(' ', '-')}-{run}"
                 with agent_stack(where, redis_url, observer) as stack:
                     done = runner.session(stack, model, setup, calls, where)
+                    if setup != NO_HOOKS:  # the hooks really delivered (after the clock stopped)
+                        stack.wait_for(observations=1, timeout_s=60)
                 walls[setup].append(done.wall_s)
                 hook_ms[setup] += done.hook_ms.get(runner.tool_hook, [])
                 progress(f"{runner.agent}, {setup}, run {run + 1}: {done.wall_s:.2f} s")
@@ -65,6 +68,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=12)
     parser.add_argument("--agents", default=",".join(RUNNERS), help="comma-separated")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the sessions' HOMEs and logs here (default: a temp dir)"
+    )
     args = parser.parse_args()
     agents = [a.strip() for a in args.agents.split(",") if a.strip()]
     unknown = sorted(set(agents) - set(RUNNERS))
@@ -73,7 +79,7 @@ def main() -> None:
     meter = CpuMeter()
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="memq-bench-agents-") as tmp:
-        root = Path(tmp)
+        root = args.workdir.resolve() if args.workdir else Path(tmp)
         with private_redis(root / "redis") as redis:
             observer = FakeObserver()
             try:

@@ -1,7 +1,9 @@
 """Claude Code: `claude -p` against tests/support/agent_models/anthropic.py, the hooks of
 docs/agents/claude-code.md (command and HTTP). Its `--debug-file` logs each command hook run
-with its duration ("Hooks: PostToolUse:Bash [...] finished with status 0 (74ms)"); it logs
-no duration for an HTTP hook."""
+with its duration ("Hooks: PostToolUse:Bash [...] finished with status 0 (74ms)"). For an
+HTTP hook it logs no duration and no event name, only the POST and the response, each with
+its millisecond timestamp; a POST that follows a tool's "[Stall] tool_dispatch_end" line is
+that call's PostToolUse, and the two timestamps give its round trip as the agent saw it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from bench.agent_runs import COMMAND, HTTP, NO_HOOKS, READ_FILE, AgentRunner, Session
@@ -20,6 +23,7 @@ from tests.support.agent_models.anthropic import AnthropicAgentModel, Step, Text
 from tests.support.agent_stack import AgentStack
 
 _HOOK_LINE = re.compile(r"Hooks: (\w+)(?::\S+)? \[[^\]]*\] finished with status \d+ \((\d+)ms\)")
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT[\d:.]+Z) ")
 
 
 def script(calls: int) -> list[Step]:
@@ -43,11 +47,25 @@ def _model() -> Iterator[AnthropicAgentModel]:
 
 
 def hook_times(log: Path) -> dict[str, list[float]]:
-    """Each hook event's durations (ms) as the debug log states them."""
+    """Each hook event's durations (ms) as the debug log states them; an HTTP PostToolUse's
+    from its POST and response lines."""
     times: dict[str, list[float]] = {}
-    for m in _HOOK_LINE.finditer(log.read_text(errors="replace") if log.exists() else ""):
-        times.setdefault(m[1], []).append(float(m[2]))
+    after_tool, posted = False, None
+    for line in (log.read_text(errors="replace") if log.exists() else "").splitlines():
+        if m := _HOOK_LINE.search(line):
+            times.setdefault(m[1], []).append(float(m[2]))
+        elif "tool_dispatch_end" in line:
+            after_tool = True
+        elif (stamp := _STAMP.match(line)) and "Hooks: HTTP hook POST to " in line:
+            posted, after_tool = (_seconds(stamp[1]) if after_tool else None), False
+        elif stamp and posted is not None and "Hooks: HTTP hook response status" in line:
+            times.setdefault("PostToolUse", []).append(round((_seconds(stamp[1]) - posted) * 1000))
+            posted = None
     return times
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
 
 
 def session(
@@ -76,7 +94,7 @@ RUNNER = AgentRunner(
     agent="claude-code",
     setups=(NO_HOOKS, COMMAND, HTTP),
     tool_hook="PostToolUse",
-    hook_source={NO_HOOKS: "-", COMMAND: "debug log", HTTP: "not logged"},
+    hook_source={NO_HOOKS: "-", COMMAND: "debug log", HTTP: "debug log (POST and response lines)"},
     model=_model,
     session=session,
 )

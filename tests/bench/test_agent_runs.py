@@ -24,6 +24,21 @@ def test_claude_code_hook_times_come_from_its_debug_log_lines(tmp_path: Path) ->
     assert claude_code.hook_times(tmp_path / "missing.log") == {}
 
 
+def test_claude_code_http_hook_times_pair_the_post_after_a_tool_with_its_response(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "debug.log"
+    log.write_text(
+        "2026-12-02T02:25:33.884Z [DEBUG] Hooks: HTTP hook POST to http://127.0.0.1:1/hooks/x\n"
+        "2026-12-02T02:25:34.056Z [DEBUG] Hooks: HTTP hook response status 200, body length 0\n"
+        "2026-12-02T02:25:34.430Z [INFO] [Stall] tool_dispatch_end tool=Bash outcome=ok\n"
+        "2026-12-02T02:25:34.438Z [DEBUG] Hooks: HTTP hook POST to http://127.0.0.1:1/hooks/x\n"
+        "2026-12-02T02:25:34.444Z [DEBUG] Hooks: HTTP hook response status 200, body length 0\n"
+    )
+    # The first POST (a prompt's, no tool before it) is not a PostToolUse.
+    assert claude_code.hook_times(log) == {"PostToolUse": [6.0]}
+
+
 def test_gemini_hook_times_come_from_its_debug_log_lines(tmp_path: Path) -> None:
     log = tmp_path / "debug.log"
     log.write_text(
