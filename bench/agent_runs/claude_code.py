@@ -50,13 +50,15 @@ def hook_times(log: Path) -> dict[str, list[float]]:
     """Each hook event's durations (ms) as the debug log states them; an HTTP PostToolUse's
     from its POST and response lines."""
     times: dict[str, list[float]] = {}
-    after_tool, posted = False, None
+    after_tool = False
+    posted: float | None = None  # when a PostToolUse's POST went out
     for line in (log.read_text(errors="replace") if log.exists() else "").splitlines():
+        stamp = _STAMP.match(line)
         if m := _HOOK_LINE.search(line):
             times.setdefault(m[1], []).append(float(m[2]))
         elif "tool_dispatch_end" in line:
             after_tool = True
-        elif (stamp := _STAMP.match(line)) and "Hooks: HTTP hook POST to " in line:
+        elif stamp and "Hooks: HTTP hook POST to " in line:
             posted, after_tool = (_seconds(stamp[1]) if after_tool else None), False
         elif stamp and posted is not None and "Hooks: HTTP hook response status" in line:
             times.setdefault("PostToolUse", []).append(round((_seconds(stamp[1]) - posted) * 1000))
