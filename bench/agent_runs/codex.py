@@ -3,9 +3,10 @@ docs/agents/codex.md (command hooks only; `--dangerously-bypass-hook-trust` in e
 
 Codex has no file-read tool: its model reads with a shell command, so a session's reads are
 `cat README.md` through `exec_command`. Codex logs no hook durations (`RUST_LOG=trace` has
-unnamed "hook/started" and "hook/completed" lines, and tracing slows the agent), so each
-hook command is a bash wrapper that times the `memq hook codex` process it runs with bash's
-own clock ($EPOCHREALTIME, no extra process): memq's time, not what Codex adds to spawn it.
+"hook/started" and "hook/completed" lines with no event name, in ~0.5 MB of other trace for
+two calls), so each hook command is a bash wrapper that times the `memq hook codex` process
+it runs with bash's own clock ($EPOCHREALTIME, no extra process): memq's time, not what
+Codex adds to spawn it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ configured as docs/agents/opencode.md says. Its hooks are memq's plugin: "HTTP h
 plugin posting to `memq agent`, "command hooks" the plugin falling back to `memq hook
 opencode` (MEMQ_AGENT_URL a closed port), "no hooks" no plugin (memq's MCP server stays
 configured). The plugin sends in the background: a session waits only for the context (its
-first model request) and, at shutdown, for the last events. OpenCode logs no time for a
-plugin hook."""
+first model request) and, at shutdown, for the last events. OpenCode's log has no line for
+a plugin hook (`--log-level DEBUG` adds none), so no hook times."""
 
 from __future__ import annotations
 
