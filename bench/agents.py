@@ -1,127 +1,98 @@
-"""What memq costs the agent: one scripted session of a real agent with no hooks, command hooks
-and HTTP hooks, and the per-hook times the agent itself logged.
+"""What memq costs the agent: one scripted session of each real agent with no hooks, with
+command hooks and with HTTP hooks (where the agent has them), and the per-hook times the
+agent itself logged.
 
-    python -m bench.agents [--runs 3] [--calls 12]
+    python -m bench.agents [--runs 3] [--calls 12] [--agents claude-code,codex,gemini,opencode]
 
-Claude Code (the real binary scripts/agents.sh installs) runs offline against the scripted
-model of tests/support/agent_models/anthropic.py and a real memq (redis-server, a worker,
-the instant fake observer); the hooks are docs/agents/claude-code.md's blocks. Its
-`--debug-file` logs each hook run with its duration ("finished with status 0 (74ms)").
+Each agent is the real binary scripts/agents.sh installs, run offline against its scripted
+fake model (tests/support/agent_models/) and a real memq (redis-server, a `memq worker`, the
+instant fake observer), configured from its docs/agents/ page. A session is `--calls` tool
+calls, a shell command and a read of README.md in turn, then the answer; memq's MCP server
+is configured in every set-up, so only the hooks differ. Every session gets a fresh HOME
+and store; after a hooked session (off the clock) memq must have stored an observation.
+The runners (one module per agent) are in bench/agent_runs/; the hook column is the
+agent's per-tool-call hook, timed as its hook-times column says.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.common import machine, markdown_table, percentile, private_redis, progress
-from tests.agents.test_claude_code import TOOLS, configure, doc_blocks
-from tests.support.agent_bins import agent_binary, agent_version
-from tests.support.agent_models.anthropic import AnthropicAgentModel, Step, Text, ToolUse
-from tests.support.agent_stack import AgentStack, agent_stack
+from bench.agent_runs import NO_HOOKS, AgentRunner, claude_code, codex, gemini, opencode
+from bench.common import CpuMeter, machine, markdown_table, percentile, private_redis, progress
+from tests.support.agent_bins import agent_version
+from tests.support.agent_stack import agent_stack
 from tests.support.fake_observer import FakeObserver
 
-_HOOK_LINE = re.compile(r"Hooks: (\w+)(?::\S+)? \[[^\]]*\] finished with status \d+ \((\d+)ms\)")
-_HTTP_LINE = re.compile(r"HTTP hook .*?(\w+).*? (?:succeeded|completed|finished).*?\((\d+)ms\)")
+RUNNERS: dict[str, AgentRunner] = {
+    r.agent: r for r in (claude_code.RUNNER, codex.RUNNER, gemini.RUNNER, opencode.RUNNER)
+}
+HEADERS = [
+    "agent", "hooks", "session wall s (median)", "min", "max", "per-call hook", "hook ms p50",
+    "hook ms p95", "hook times from",
+]  # fmt: skip
 
 
-def script(calls: int) -> list[Step]:
-    """A session of `calls` tool calls, reads and shell commands in turn."""
-    steps: list[Step] = []
-    for i in range(calls):
-        if i % 2:
-            steps.append(ToolUse("Read", {"file_path": "README.md"}))
-        else:
-            steps.append(ToolUse("Bash", {"command": f"echo step {i}", "description": "Echo"}))
-    return [*steps, Text("Done.")]
-
-
-def claude_session(stack: AgentStack, model: AnthropicAgentModel, log: Path) -> float:
-    """One `claude -p` session; its wall seconds."""
-    started = time.monotonic()
-    done = subprocess.run(
-        [str(agent_binary("claude-code")), "-p", "Walk the project", "--output-format", "json",
-         "--permission-mode", "acceptEdits", "--allowedTools", TOOLS, "--debug-file", str(log)],
-        cwd=stack.project, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        env=stack.env(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-fake-local-0000",
-                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1"),
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise SystemExit(f"claude exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    return time.monotonic() - started
-
-
-def hook_times(log: Path) -> dict[str, list[float]]:
-    """Each hook event's durations (ms) as the agent's debug log states them."""
-    times: dict[str, list[float]] = {}
-    for line in log.read_text(errors="replace").splitlines():
-        m = _HOOK_LINE.search(line)
-        if m:
-            times.setdefault(m[1], []).append(float(m[2]))
-    return times
+def bench_agent(
+    runner: AgentRunner, root: Path, redis_url: str, observer: FakeObserver, runs: int, calls: int
+) -> list[list[object]]:
+    """The agent's rows: its set-ups interleaved run by run, so load drifts hit them alike."""
+    walls: dict[str, list[float]] = {setup: [] for setup in runner.setups}
+    hook_ms: dict[str, list[float]] = {setup: [] for setup in runner.setups}
+    with runner.model() as model:
+        for run in range(runs):
+            for setup in runner.setups:
+                where = root / runner.agent / f"{setup.replace(' ', '-')}-{run}"
+                with agent_stack(where, redis_url, observer) as stack:
+                    done = runner.session(stack, model, setup, calls, where)
+                    if setup != NO_HOOKS:  # the hooks really delivered (after the clock stopped)
+                        stack.wait_for(observations=1, timeout_s=60)
+                walls[setup].append(done.wall_s)
+                hook_ms[setup] += done.hook_ms.get(runner.tool_hook, [])
+                progress(f"{runner.agent}, {setup}, run {run + 1}: {done.wall_s:.2f} s")
+    rows: list[list[object]] = []
+    for setup in runner.setups:
+        ms = hook_ms[setup]
+        p50, p95 = (percentile(ms, 50), percentile(ms, 95)) if ms else ("-", "-")
+        w = walls[setup]
+        rows.append([runner.agent, setup, percentile(w, 50), min(w), max(w), runner.tool_hook,
+                     p50, p95, runner.hook_source[setup]])  # fmt: skip
+    return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--calls", type=int, default=12)
+    parser.add_argument("--agents", default=",".join(RUNNERS), help="comma-separated")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the sessions' HOMEs and logs here (default: a temp dir)"
+    )
     args = parser.parse_args()
+    agents = [a.strip() for a in args.agents.split(",") if a.strip()]
+    unknown = sorted(set(agents) - set(RUNNERS))
+    if unknown:
+        parser.error(f"unknown agents {unknown}; known: {','.join(RUNNERS)}")
+    meter = CpuMeter()
     rows: list[list[object]] = []
-    per_hook: dict[str, dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="memq-bench-agents-") as tmp:
-        root = Path(tmp)
+        root = args.workdir.resolve() if args.workdir else Path(tmp)
         with private_redis(root / "redis") as redis:
-            observer, model = FakeObserver(), AnthropicAgentModel()
+            observer = FakeObserver()
             try:
-                for setup in ("no hooks", "command hooks", "HTTP hooks"):
-                    walls: list[float] = []
-                    times: dict[str, list[float]] = {}
-                    for run in range(args.runs):
-                        with agent_stack(root / f"{setup[:4]}-{run}", redis.url, observer) as st:
-                            hooks = {"no hooks": {}, "command hooks": doc_blocks()[0],
-                                     "HTTP hooks": doc_blocks()[1]}[setup]  # fmt: skip
-                            url = st.start_agent_endpoint() if setup == "HTTP hooks" else None
-                            configure(st, hooks, agent_url=url)
-                            model.script = script(args.calls)
-                            log = root / f"debug-{setup[:4]}-{run}.log"
-                            walls.append(claude_session(st, model, log))
-                            for event, ms in hook_times(log).items():
-                                times.setdefault(event, []).extend(ms)
-                        progress(f"claude-code, {setup}, run {run + 1}: {walls[-1]:.2f} s")
-                    per_hook[setup] = times
-                    post = times.get("PostToolUse", [])
-                    p50, p95 = (percentile(post, 50), percentile(post, 95)) if post else ("-", "-")
-                    rows.append(
-                        [
-                            "claude-code",
-                            setup,
-                            percentile(walls, 50),
-                            min(walls),
-                            max(walls),
-                            p50,
-                            p95,
-                        ]
+                for agent in agents:
+                    rows += bench_agent(
+                        RUNNERS[agent], root, redis.url, observer, args.runs, args.calls
                     )
             finally:
                 observer.close()
-                model.close()
-    print(f"{agent_version('claude-code')}; {args.calls} tool calls a session, {args.runs} runs;"
-          f" {machine()}\n")  # fmt: skip
-    print(markdown_table(
-        ["agent", "hooks", "session wall s (median)", "min", "max", "PostToolUse ms p50",
-         "PostToolUse ms p95"], rows))  # fmt: skip
-    print()
-    hook_rows = [
-        [setup, event, len(ms), percentile(ms, 50), percentile(ms, 95), max(ms)]
-        for setup, times in per_hook.items() for event, ms in sorted(times.items())
-    ]  # fmt: skip
-    print("Each hook as the agent logged it (command hooks only: it logs no HTTP hook's time):\n")
-    print(markdown_table(["hooks", "event", "runs", "ms p50", "ms p95", "ms max"], hook_rows))
+    print(f"{args.calls} tool calls a session, {args.runs} runs; {machine()}")
+    print(f"Agents: {', '.join(agent_version(a) for a in agents)}")
+    print(f"Load: {meter.report()}\n")
+    print(markdown_table(HEADERS, rows))
     sys.stdout.flush()
 
 
