@@ -21,14 +21,16 @@ from pipeline.prompting.conversation import (
 )
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
+from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps
 from pipeline.turns.own_tools import OWN_TOOL_REASON
-from pipeline.turns.settle import Answer, HistoryLimits, Settled, record, settle
+from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
 from worker.observe.runtime import Runtime
 from worker.observers.errors import (
     ObserverAuthError,
     ObserverError,
     ObserverQuotaError,
+    ObserverReplyTooLargeError,
     ObserverTransientError,
 )
 from worker.observers.protocol import ObserverRequest, Usage
@@ -96,12 +98,21 @@ class TurnRunner:
             asked, answer = await self._converse(plan, state, user, deadline)
         except CALL_REFUSALS as e:  # budgets, rate limits, a pause: the call never went
             return await self.rt.gate.refused(e)
+        except ObserverReplyTooLargeError as e:  # paid for: dropped, never asked again
+            logger.warning("dropped: %s", e)
+            too_large = oversized(self.session, plan, state, str(e), e.head, datetime.now(UTC))
+            return await self._commit(plan, entries, too_large, read_ahead)
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
         s = self.rt.settings
         limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+        caps = TurnCaps(max_observations=s.max_observations_per_turn,
+                        field_chars=s.field_budget_chars)  # fmt: skip
         now = datetime.now(UTC)
-        settled = settle(self.session, plan, asked, answer, told=told, history=limits, now=now)
+        settled = settle(self.session, plan, asked, answer, told=told, history=limits, now=now,
+                         caps=caps)  # fmt: skip
+        if settled.result.category == CAPPED_CATEGORY:
+            logger.warning("capped: %s", settled.result.reason)
         if settled.result.outcome is Outcome.PAUSED:
             return await self._pause(settled.result.reason or "observer paused", settled.pause_s)
         return await self._commit(plan, entries, settled, read_ahead)
