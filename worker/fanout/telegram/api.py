@@ -6,9 +6,7 @@ import contextlib
 import json
 import logging
 import os
-import traceback
 from collections.abc import Sequence
-from urllib.parse import quote
 
 from telegram import Bot
 from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
@@ -17,6 +15,7 @@ from telegram.request import HTTPXRequest
 
 from worker.errors import ConfigError, WorkerError
 from worker.fanout.telegram.pacing import ChatPacedLimiter
+from worker.masked_text import mask_token
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -121,38 +120,3 @@ async def _look_up(bot: Bot, entry: str) -> int:
         ) from e
     logger.info("Telegram chat resolved", extra={"chat": entry, "chat_id": chat.id})
     return chat.id
-
-
-def mask_token(text: str, token: str) -> str:
-    """`text` with the bot token (plain or URL-quoted) as `***`: `/bot<token>/` → `/bot***/`."""
-    if not token:
-        return text
-    return text.replace(token, "***").replace(quote(token, safe=""), "***")
-
-
-class TokenMask(logging.Filter):
-    """Masks the bot token in every record a handler writes (Bot API URLs and errors hold it)."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-        self._quoted = quote(token, safe="")
-
-    def _holds(self, text: str) -> bool:
-        return self.token in text or self._quoted in text  # a URL quotes the `:` as %3A
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.token:
-            return True
-        message = record.getMessage()
-        if self._holds(message):
-            record.msg, record.args = mask_token(message, self.token), ()
-        for name, value in list(vars(record).items()):
-            if name != "msg" and isinstance(value, str) and self._holds(value):
-                setattr(record, name, mask_token(value, self.token))
-        if record.exc_info and record.exc_info[1] is not None:
-            text = "".join(traceback.format_exception(record.exc_info[1]))
-            if self._holds(text):  # the formatters print exc_info as is: show a masked copy
-                record.exc_info = None
-                setattr(record, "exc", mask_token(text, self.token))  # noqa: B010
-        return True
