@@ -1,0 +1,95 @@
+"""A malformed database: the paid reply is kept and committed on retry, never asked again;
+repeated storage failures count as attempts and dead-letter the turn; /readyz says not ready.
+
+Real Redis, the real worker and a really malformed SQLite file (the observations table's pages
+overwritten on disk).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from arq.connections import ArqRedis
+
+from tests.support.fake_observer import FakeObserver
+from tests.support.worker_checks import dead_letters, observations, outcomes, unacked
+from tests.support.worker_harness import (
+    drain,
+    make_settings,
+    publish,
+    running_runtime,
+    tool_call,
+)
+from worker.observe.session_run import observe
+from worker.settings import Settings
+
+
+def _malform_observations(db: Path) -> bytes:
+    """Overwrite an index every new observation goes into (not one a read at startup uses):
+    each commit of an observation fails; returns the file's bytes before."""
+    with sqlite3.connect(db) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        roots = [r for (r,) in conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'observations_created'"
+        )]  # fmt: skip
+    conn.close()
+    original = db.read_bytes()
+    with db.open("r+b") as f:
+        for root in roots:
+            f.seek((root - 1) * page_size)
+            f.write(b"\xa5" * page_size)
+    return original
+
+
+async def _store_one(settings: Settings, redis: ArqRedis) -> None:
+    await publish(redis, settings, tool_call("ok", 1))
+    async with running_runtime(settings, redis) as rt:
+        await drain(rt, redis)
+
+
+async def test_a_failing_commit_keeps_the_reply_counts_attempts_and_dead_letters(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, max_attempts="3")
+    await _store_one(settings, arq_redis)
+    assert len(fake_observer.requests) == 1
+    _malform_observations(settings.data_path / "memq.db")
+    await publish(arq_redis, settings, tool_call("m1", 1))
+    results = []
+    async with running_runtime(settings, arq_redis) as rt:
+        for job in range(1, 4):
+            results.append(await observe(rt, "m1", rt.keys.job_id("m1", job)))
+    # The third attempt dead-letters the turn; the job then finds the stream drained.
+    assert results == ["retry", "retry", "drained"]
+    assert len(fake_observer.requests) == 2  # the one turn was asked once, not on every retry
+    [dead] = await dead_letters(arq_redis, settings)
+    assert "retries exhausted: storage failed: SQLite " in dead["reason"]
+    assert dead["reason"].endswith("database disk image is malformed")
+    counts = await outcomes(arq_redis, settings)
+    assert (counts["retry"], counts["dead"]) == (2, 1)
+    assert await unacked(arq_redis, settings, "m1") == (0, 0)
+    assert not await arq_redis.exists(f"{settings.prefix}:kept:m1")
+
+
+async def test_a_commit_that_fails_once_is_committed_from_the_kept_reply(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    await _store_one(settings, arq_redis)
+    db = settings.data_path / "memq.db"
+    original = _malform_observations(db)
+    await publish(arq_redis, settings, tool_call("m2", 1))
+    async with running_runtime(settings, arq_redis) as rt:
+        assert await observe(rt, "m2", rt.keys.job_id("m2", 1)) == "retry"
+    db.write_bytes(original)  # the disk is repaired
+    # A call published meanwhile waits for the kept turn: its own turn comes after.
+    await publish(arq_redis, settings, tool_call("m2", 2))
+    async with running_runtime(settings, arq_redis) as rt:
+        assert await observe(rt, "m2", rt.keys.job_id("m2", 2)) == "drained"
+    assert len(fake_observer.requests) == 1 + 2  # m2's first turn once, its second once
+    assert len(await observations(settings, "m2")) == 2
+    counts = await outcomes(arq_redis, settings)
+    assert counts["retry"] == 1
+    assert counts.get("dead", 0) == 0
+    assert await unacked(arq_redis, settings, "m2") == (0, 0)
