@@ -7,7 +7,10 @@ overwritten on disk).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from arq.connections import ArqRedis
@@ -21,8 +24,11 @@ from tests.support.worker_harness import (
     running_runtime,
     tool_call,
 )
+from worker.observe.jobs import build_runtime, close_runtime
 from worker.observe.session_run import observe
+from worker.ops.health import serve_health
 from worker.settings import Settings
+from worker.telemetry.metrics import Metrics
 
 
 def _malform_observations(db: Path) -> bytes:
@@ -93,3 +99,48 @@ async def test_a_commit_that_fails_once_is_committed_from_the_kept_reply(
     assert counts["retry"] == 1
     assert counts.get("dead", 0) == 0
     assert await unacked(arq_redis, settings, "m2") == (0, 0)
+
+
+async def _get(url: str) -> tuple[int, str]:
+    def fetch() -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.read().decode()
+
+    return await asyncio.to_thread(fetch)
+
+
+async def test_readyz_is_not_ready_while_commits_fail_and_ready_once_one_works(
+    tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
+    await _store_one(settings, arq_redis)
+    db = settings.data_path / "memq.db"
+    original = _malform_observations(db)
+    await publish(arq_redis, settings, tool_call("r1", 1))
+    metrics = Metrics()
+    async with serve_health(settings, arq_redis, metrics, host="127.0.0.1", port=0) as health:
+        url = health.url
+        assert await _get(f"{url}/readyz") == (200, "ready\n")
+        rt = await build_runtime(settings, arq_redis, metrics)
+        try:
+            assert await observe(rt, "r1", rt.keys.job_id("r1", 1)) == "retry"
+            failing = await _get(f"{url}/readyz")
+        finally:
+            await close_runtime(rt)
+        db.write_bytes(original)  # repaired; a restarted worker (the same process' metrics)
+        rt = await build_runtime(settings, arq_redis, metrics)
+        try:
+            assert await observe(rt, "r1", rt.keys.job_id("r1", 2)) == "drained"
+            ready = await _get(f"{url}/readyz")
+        finally:
+            await close_runtime(rt)
+    status, body = failing
+    assert status == 503
+    assert body.startswith("store failing commits: storage failed: SQLite ")
+    assert body.endswith("database disk image is malformed\n")
+    assert body.count("\n") == 1
+    assert ready == (200, "ready\n")

@@ -188,8 +188,12 @@ class TurnRunner:
             # The reply is paid for: keep it for the retry, and count the attempt.
             reason = f"storage failed: {' '.join(str(e).split()) or type(e).__name__}"
             logger.warning("commit failed, the turn is kept for its retry: %s", reason)
+            if self.rt.metrics is not None:
+                self.rt.metrics.commit_done(reason)
             await self.kept.keep(entries[0].id, batch.event_ids, settled)
             return await self._retry_or_dead(entries, reason)
+        if self.rt.metrics is not None:
+            self.rt.metrics.commit_done(None)
         self.state = settled.state
         result = settled.result
         if result.outcome is Outcome.STORED:
