@@ -24,6 +24,7 @@ from tests.support.worker_harness import (
     running_runtime,
     tool_call,
 )
+from worker.keys import Keys
 from worker.observe.jobs import build_runtime, close_runtime
 from worker.observe.session_run import observe
 from worker.ops.health import serve_health
@@ -75,7 +76,7 @@ async def test_a_failing_commit_keeps_the_reply_counts_attempts_and_dead_letters
     counts = await outcomes(arq_redis, settings)
     assert (counts["retry"], counts["dead"]) == (2, 1)
     assert await unacked(arq_redis, settings, "m1") == (0, 0)
-    assert not await arq_redis.exists(f"{settings.prefix}:kept:m1")
+    assert not await arq_redis.exists(Keys(settings.prefix).kept("m1"))
 
 
 async def test_a_commit_that_fails_once_is_committed_from_the_kept_reply(
