@@ -7,12 +7,15 @@ unread (never asked again); a reply that drips is cut off at MEMQ_OBSERVER_TIMEO
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import time
 from pathlib import Path
 
 from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver, Reply
+from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.worker_checks import dropped_rows, observations, outcomes, unacked
 from tests.support.worker_harness import make_settings, publish, running_runtime, tool_call
 from worker.observe.session_run import observe
@@ -60,6 +63,15 @@ async def test_ten_thousand_observations_for_one_call_store_the_cap_with_a_reaso
     assert counts["stored:capped"] == 1
     assert len(await observations(settings, "c2")) == 1
     assert await unacked(arq_redis, settings, "c1") == (0, 0)  # acked (trimmed)
+    # `memq dlq replay --all` leaves the capped row alone: replaying it would store past the cap.
+    env = subprocess_env(tmp_path, redis_url, PYTHONPATH=str(REPO), MEMQ_CHROMA="off")
+    replayed = await asyncio.to_thread(
+        subprocess.run, [console_script(), "dlq", "replay", "--all"], capture_output=True,
+        text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    assert "capped: cut by a limit, not a parser failure" in replayed.stdout
+    assert len(await observations(settings, "c1")) == 20
 
 
 async def test_a_reply_past_the_byte_cap_is_dropped_with_its_reason_and_not_asked_again(
