@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver
@@ -32,13 +33,13 @@ from worker.settings import Settings
 from worker.telemetry.metrics import Metrics
 
 
-def _malform_observations(db: Path) -> bytes:
+def _malform_observations(db: Path, name: str = "observations_created") -> bytes:
     """Overwrite an index every new observation goes into (not one a read at startup uses):
     each commit of an observation fails; returns the file's bytes before."""
     with sqlite3.connect(db) as conn:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         roots = [r for (r,) in conn.execute(
-            "SELECT rootpage FROM sqlite_master WHERE name = 'observations_created'"
+            "SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)
         )]  # fmt: skip
     conn.close()
     original = db.read_bytes()
@@ -77,6 +78,33 @@ async def test_a_failing_commit_keeps_the_reply_counts_attempts_and_dead_letters
     assert (counts["retry"], counts["dead"]) == (2, 1)
     assert await unacked(arq_redis, settings, "m1") == (0, 0)
     assert not await arq_redis.exists(Keys(settings.prefix).kept("m1"))
+
+
+async def test_storage_failing_before_the_turn_counts_too_and_the_observer_is_asked_once(
+    tmp_path: Path,
+    redis_url: str,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = make_settings(tmp_path, redis_url, fake_observer.url, max_attempts="3")
+    await _store_one(settings, arq_redis)
+    # The replay guard's table: the commit writes it, and a retry reads it first.
+    _malform_observations(settings.data_path / "memq.db", "processed_events")
+    await publish(arq_redis, settings, tool_call("p1", 1))
+    results = []
+    async with running_runtime(settings, arq_redis) as rt:
+        for job in range(1, 4):
+            results.append(await observe(rt, "p1", rt.keys.job_id("p1", job)))
+    assert results == ["retry", "retry", "drained"]
+    assert len(fake_observer.requests) == 2  # one for "ok", one for p1's turn
+    [dead] = await dead_letters(arq_redis, settings)
+    assert dead["reason"].startswith("retries exhausted: storage failed: SQLite ")
+    counts = await outcomes(arq_redis, settings)
+    assert (counts["retry"], counts["dead"]) == (2, 1)
+    assert await unacked(arq_redis, settings, "p1") == (0, 0)
+    # The first attempt's commit failed; the next two failed reading the replay guard.
+    assert sum("commit failed" in r.getMessage() for r in caplog.records) == 1
 
 
 async def test_a_commit_that_fails_once_is_committed_from_the_kept_reply(

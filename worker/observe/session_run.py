@@ -23,7 +23,7 @@ from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
 from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError
+from worker.storage.protocol import StaleFenceError, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,17 @@ async def _drive(
         claim = True
         delivered, bad = decode_entries(session, entries)
         await _dead_letter(rt, lease, stream, bad)
-        delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        try:
+            delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        except StaleFenceError:
+            raise
+        except StoreError as e:  # storage fails before the turn: an attempt all the same
+            failed = await runner.retry_or_dead(
+                [d.entry for d in delivered], f"storage failed: {e}"
+            )
+            if failed.stop:
+                return str(failed.outcome), failed.defer_s, None
+            continue
         if not delivered:
             continue
         # A turn whose commit failed is committed again as it was: its events alone, at once.

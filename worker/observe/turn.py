@@ -191,7 +191,7 @@ class TurnRunner:
             if self.rt.metrics is not None:
                 self.rt.metrics.commit_done(reason)
             await self.kept.keep(entries[0].id, batch.event_ids, settled)
-            return await self._retry_or_dead(entries, reason)
+            return await self.retry_or_dead(entries, reason)
         if self.rt.metrics is not None:
             self.rt.metrics.commit_done(None)
         self.state = settled.state
@@ -238,7 +238,7 @@ class TurnRunner:
         if isinstance(error, ObserverQuotaError | ObserverAuthError):
             return await self._pause(str(error), getattr(error, "reset_after_s", None))
         retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
-        return await self._retry_or_dead(entries, str(error) or type(error).__name__, retry_after)
+        return await self.retry_or_dead(entries, str(error) or type(error).__name__, retry_after)
 
     async def _pause(self, reason: str, reset_s: float | None) -> TurnResult:
         provider = self.rt.observer.provider
@@ -254,9 +254,11 @@ class TurnRunner:
         )
         return result
 
-    async def _retry_or_dead(
+    async def retry_or_dead(
         self, entries: list[Entry], reason: str, retry_after: float | None = None
     ) -> TurnResult:
+        """Count a failed attempt of the turn starting at `entries[0]`: retry, or dead-letter
+        its entries once MEMQ_MAX_ATTEMPTS is reached."""
         key = self.rt.keys.attempts(self.session)
         # Attempts are per turn (its first entry), kept apart from the conversation, which
         # only a committed turn changes.
