@@ -55,6 +55,11 @@ class Keys:
         """Hash of failed attempts per turn (keyed by the turn's first entry id)."""
         return f"{self.prefix}:attempts:{session}"
 
+    def kept(self, session: str) -> str:
+        """Hash of settled turns whose commit failed (keyed by the turn's first entry id): the
+        retry commits the reply already paid for instead of asking the observer again."""
+        return f"{self.prefix}:kept:{session}"
+
     def pause(self, provider: str) -> str:
         """Fleet-wide quota pause of a provider (`anthropic` or `openai`), with a TTL."""
         return f"{self.prefix}:pause:{provider}"

@@ -91,11 +91,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     history_chars: NonNegativeInt = 40_000
     max_tokens: PositiveInt = 4096
     temperature: NonNegativeFloat = 0.2
-    observer_timeout_s: PositiveFloat = 60.0
+    observer_timeout_s: PositiveFloat = 60.0  # the whole call: connect, wait and read
     # MEMQ_OBSERVER=claude-code: the `claude` CLI to run (unset: the one claude-agent-sdk
     # bundles) and how many warm CLI processes (~200 MB each) a worker keeps (0: one per call)
     claude_code_cli: str | None = None
     claude_code_warm: NonNegativeInt = 4
+    # the most of one observer reply read; a longer one is dropped (`dropped:too_large`)
+    observer_max_reply_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 1024 * 1024
+    # observations one turn stores; the rest are dropped with a reason (`stored:capped`)
+    max_observations_per_turn: PositiveInt = 50
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0
@@ -121,6 +125,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     embedding: str | None = None
     # character budget of `memq context` (and of the SessionStart hook's context)
     context_chars: Annotated[int, msgspec.Meta(ge=500)] = 8000
+    # the longest one full-text search may run (CLI, UI, MCP) before it answers an error
+    search_timeout_s: PositiveFloat = 10.0
     # character cap of one `memq mcp` tool answer
     mcp_max_chars: Annotated[int, msgspec.Meta(ge=1000)] = 12_000
     # comma-separated names of memq's MCP server in the agents' configs: calls to their tools

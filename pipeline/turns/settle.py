@@ -31,9 +31,11 @@ from pipeline.replies.classify import classify_observer_output, quota_reset_hint
 from pipeline.replies.parser import ParseResult
 from pipeline.replies.textnorm import one_line_plain
 from pipeline.turns.batching import TurnPlan
+from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps, cap_observations
 from pipeline.turns.turn_records import observation_records, summary_record
 
 DROPPED_RAW_CHARS = 16_000
+TOO_LARGE_CATEGORY = "too_large"
 _LINE_CHARS = 120
 
 
@@ -101,11 +103,12 @@ def settle(
     told: Prompt | None,
     history: HistoryLimits,
     now: datetime,
+    caps: TurnCaps | None = None,
 ) -> Settled:
     """Decide a turn from the observer's answer: stored, skipped, dropped or paused.
 
     `state` is the conversation the answer continues; `told` the new request the turn's
-    message showed the observer (if any).
+    message showed the observer (if any); `caps` what the turn may store (None: no cap).
     """
     parsed = answer.parsed
     category: str = classify_observer_output(answer.text)
@@ -126,9 +129,14 @@ def settle(
     observations: list[ObservationRecord] = []
     summaries: list[SummaryRecord] = []
     dropped: list[DroppedOutput] = []
+    cut: str | None = None
     if parsed.kind == "observations" and plan.kind == "observe":
+        kept = list(parsed.observations)
+        if caps is not None:
+            capped = cap_observations(kept, caps)
+            kept, cut = capped.observations, capped.reason
         observations = observation_records(
-            parsed.observations,
+            kept,
             plan.tool_calls,
             session=session,
             project=state.project,
@@ -152,21 +160,18 @@ def settle(
             "summary_as_observation" if parsed.valid else dropped_category(category, parsed.reason)
         )
         dropped = [
-            DroppedOutput(
-                memory_session_id=session,
-                project=state.project,
-                category=category,
-                raw=truncate_observation_field(answer.text, DROPPED_RAW_CHARS),
-                event_ids=event_ids,
-                created_at=now,
-                reason=parsed.reason,
-                turn_kind="summary" if plan.kind == "summarize" else "observation",
-            )
-        ]
+            _dropped(session, state.project, category, answer.text, event_ids, now,
+                     parsed.reason, plan)
+        ]  # fmt: skip
     if dropped:
         result = TurnResult(outcome=Outcome.DROPPED, category=category, reason=parsed.reason)
     elif skipped:
         result = TurnResult(outcome=Outcome.SKIPPED)
+    elif cut is not None:
+        # Stored, with a dropped-reply row that keeps the reply's head and what was left out.
+        dropped = [_dropped(session, state.project, CAPPED_CATEGORY, answer.text, event_ids,
+                            now, cut, plan)]  # fmt: skip
+        result = TurnResult(outcome=Outcome.STORED, category=CAPPED_CATEGORY, reason=cut)
     else:
         result = TurnResult(outcome=Outcome.STORED)
     usage = TokenUsage(
@@ -214,6 +219,33 @@ def recorded_lines(
     for s in summaries:
         lines.append(f"summary: {one_line_plain(s.request or s.completed or '')[:_LINE_CHARS]}")
     return lines
+
+
+def _dropped(
+    session: str, project: str, category: str, text: str, event_ids: list[str],
+    now: datetime, reason: str | None, plan: TurnPlan,
+) -> DroppedOutput:  # fmt: skip
+    return DroppedOutput(
+        memory_session_id=session,
+        project=project,
+        category=category,
+        raw=truncate_observation_field(text, DROPPED_RAW_CHARS),
+        event_ids=event_ids,
+        created_at=now,
+        reason=reason,
+        turn_kind="summary" if plan.kind == "summarize" else "observation",
+    )
+
+
+def oversized(
+    session: str, plan: TurnPlan, state: ObserverState, reason: str, head: str, now: datetime
+) -> Settled:
+    """A reply too large to read (`MEMQ_OBSERVER_MAX_REPLY_BYTES`): dropped, its head kept."""
+    event_ids = [e.event_id for e in plan.events]
+    row = _dropped(session, state.project, TOO_LARGE_CATEGORY, head, event_ids, now, reason, plan)
+    rows = TurnRows(prompts=prompt_records(session, plan), dropped=[row])
+    result = TurnResult(outcome=Outcome.DROPPED, category=TOO_LARGE_CATEGORY, reason=reason)
+    return Settled(result=result, rows=rows, state=state)
 
 
 def _reset_s(text: str, now: datetime) -> float | None:

@@ -60,6 +60,9 @@ class Reply(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_tokens: int = 0
     output_tokens: int | None = None
     model: str | None = None  # the model the reply names; defaults to the requested one
+    drip_s: float = 0  # seconds between the body's bytes (a reply that drips), after the headers
+    # an error that echoes the request's credentials (`x-api-key` / `authorization`) in its message
+    echo_credentials: bool = False
 
 
 class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +88,7 @@ class FakeObserver:
         self._script: deque[Reply] = deque()
         self._released = threading.Event()
         self._released.set()
+        self._closed = threading.Event()  # stops a dripping reply
         self._ids = itertools.count(1)
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
@@ -138,6 +142,7 @@ class FakeObserver:
     def close(self) -> None:
         """Release held replies and stop the server."""
         self._released.set()
+        self._closed.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
@@ -263,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
     # add 40 ms to every keep-alive request.
     disable_nagle_algorithm = True
 
+    _drip_s: float = 0
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -282,6 +289,11 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         reply = fake._answer(request)
         headers = dict(reply.headers)
+        self._drip_s = reply.drip_s
+        if reply.echo_credentials:
+            sent = request.headers.get("x-api-key") or request.headers.get("authorization")
+            echoed = f"{reply.error_message or 'bad request'}; request headers: {sent}"
+            reply = msgspec.structs.replace(reply, error_message=echoed)
         if reply.body is not None:
             self._send_raw(reply.status, reply.body.encode(), headers, "text/html")
         elif reply.status >= 400:
@@ -305,7 +317,16 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in headers.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(data)
+        if not self._drip_s:
+            self.wfile.write(data)
+            return
+        self.wfile.flush()
+        for i in range(len(data)):
+            if self.server.fake._closed.is_set():
+                return
+            self.wfile.write(data[i : i + 1])
+            self.wfile.flush()
+            time.sleep(self._drip_s)
 
 
 def _record(provider: str, path: str, headers: dict[str, str], body: Any) -> RecordedRequest:

@@ -65,6 +65,7 @@ class FakeTelegram:
     def __init__(self, token: str = TOKEN) -> None:
         self.token = token
         self.max_poll_s = 0.5
+        self.foreign_reply: bytes | None = None  # set: every request gets this 200 body
         self._lock = threading.Condition()
         self._sent: list[SentMessage] = []
         self._failures: list[Failure] = []
@@ -306,6 +307,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         match = _PATH.match(self.path.split("?", 1)[0])
+        foreign = self.server.fake.foreign_reply
+        if foreign is not None:  # another server answers: not the Bot API's envelope
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(foreign)))
+            self.end_headers()
+            self.wfile.write(foreign)
+            return
         if match is None or match["token"] != self.server.fake.token:
             status, body = 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
         else:

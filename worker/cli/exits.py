@@ -15,7 +15,7 @@ from pipeline.errors import PipelineError
 from worker import settings
 from worker.errors import ConfigError, WorkerError
 from worker.private_files import tighten_data_dir
-from worker.settings import Settings
+from worker.settings import Secret, Settings
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -36,11 +36,22 @@ def settings_from_environment() -> Settings:
 def settings_with_logging() -> Settings:
     """Settings from the environment, then memq's log lines on stderr in their format: how
     every long-running command (worker, up, ui, agent, telegram, mcp) starts."""
+    import logging
+
     from worker.logs import configure_logging  # structlog: only these commands pay for it
+    from worker.masked_text import mask_log_secrets
 
     loaded = settings_from_environment()
     configure_logging(loaded.log_format)
+    # A provider error may echo the request's key, a URL may hold a token: never in a log line.
+    mask_log_secrets(logging.getLogger().handlers, configured_secrets(loaded))
     return loaded
+
+
+def configured_secrets(loaded: Settings) -> list[str]:
+    """Every secret setting's value that is set (API keys, tokens)."""
+    values = [getattr(loaded, f) for f in loaded.__struct_fields__]
+    return [v.reveal() for v in values if isinstance(v, Secret)]
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -9,21 +9,21 @@ import time
 from collections.abc import Awaitable
 from typing import cast
 
-import msgspec
 from redis.exceptions import RedisError
 
-from pipeline.errors import EventDecodeError
-from pipeline.events import Event, decode_event, kind_of
+from pipeline.events import kind_of
 from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
 from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
+from worker.observe.delivered import Delivered, decode_entries
+from worker.observe.kept_replies import kept_prefix
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
 from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError
+from worker.storage.protocol import StaleFenceError, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -103,13 +103,6 @@ async def _error_backoff_s(rt: Runtime, session: str) -> float:
     return s.retry_backoff.delay_s(failures)
 
 
-class Delivered(msgspec.Struct, frozen=True):
-    """A stream entry and the event it carries."""
-
-    entry: Entry
-    event: Event
-
-
 async def _drive(
     rt: Runtime, session: str, lease: Lease, state: ObserverState | None
 ) -> tuple[str, float, str | None]:
@@ -139,13 +132,29 @@ async def _drive(
         claim = True
         delivered, bad = decode_entries(session, entries)
         await _dead_letter(rt, lease, stream, bad)
-        delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        try:
+            delivered = await _skip_processed(rt, session, lease, stream, delivered)
+        except StaleFenceError:
+            raise
+        except StoreError as e:  # storage fails before the turn: an attempt all the same
+            failed = await runner.retry_or_dead(
+                [d.entry for d in delivered], f"storage failed: {e}"
+            )
+            if failed.stop:
+                return str(failed.outcome), failed.defer_s, None
+            continue
         if not delivered:
             continue
+        # A turn whose commit failed is committed again as it was: its events alone, at once.
+        first = delivered[0].entry
+        kept = await runner.kept.load(first.id) if first.claimed else None
+        if cut := kept_prefix(kept, [d.event.event_id for d in delivered]):
+            delivered = delivered[:cut]
         # A full read is due (it may hold prompts besides its tool calls); otherwise too
         # little to be worth a call yet: the entries stay pending and the session comes back
         # when they are due (a publish that makes them due brings it forward).
-        wait_s = 0.0 if len(entries) >= s.batch_max_events else _until_due_s(delivered, s)
+        full = cut or len(entries) >= s.batch_max_events
+        wait_s = 0.0 if full else _until_due_s(delivered, s)
         if wait_s > 0:
             logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
             return "waiting", wait_s, entries[-1].id
@@ -158,7 +167,8 @@ async def _drive(
             goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
             read_ahead = s.batch_max_events if i == len(turns) - 1 and goes_on else 0
             t0 = time.monotonic()
-            result = await runner.run(plan, turn_entries, deadline, read_ahead=read_ahead)
+            result = await runner.run(plan, turn_entries, deadline, read_ahead=read_ahead,
+                                      kept=kept if i == 0 else None)  # fmt: skip
             logger.info(
                 "turn %s",
                 result.label,
@@ -179,7 +189,7 @@ async def _drive(
             if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
                 break  # DEAD: re-read, the turns after it were planned with the old conversation
         else:
-            claim = False
+            claim = bool(cut)  # the entries a kept turn left out are pending: claim them
     if ended and await stream.delete_if_drained(lease.token):
         logger.info("session ended and drained")
         return "ended", 0.0, None
@@ -241,30 +251,6 @@ def _flushes(entries: list[Entry]) -> bool:
     return any(
         e.raw is not None and (b'"summarize"' in e.raw or b'"end"' in e.raw) for e in entries
     )
-
-
-def decode_entries(
-    session: str, entries: list[Entry]
-) -> tuple[list[Delivered], list[tuple[Entry, str]]]:
-    """The entries' events, and the malformed entries (or of another session) with why."""
-    good: list[Delivered] = []
-    bad: list[tuple[Entry, str]] = []
-    for entry in entries:
-        if entry.raw is None:
-            bad.append((entry, "stream entry has no 'event' field"))
-            continue
-        try:
-            event = decode_event(entry.raw)
-        except EventDecodeError as e:
-            bad.append((entry, str(e)))
-            continue
-        if event.memory_session_id != session:
-            bad.append(
-                (entry, f"event of session {event.memory_session_id} in stream of {session}")
-            )
-        else:
-            good.append(Delivered(entry, event))
-    return good, bad
 
 
 async def _dead_letter(

@@ -21,19 +21,23 @@ from pipeline.prompting.conversation import (
 )
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
+from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps
 from pipeline.turns.own_tools import OWN_TOOL_REASON
-from pipeline.turns.settle import Answer, HistoryLimits, Settled, record, settle
+from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
+from worker.observe.kept_replies import Kept, KeptReplies
 from worker.observe.runtime import Runtime
 from worker.observers.errors import (
     ObserverAuthError,
     ObserverError,
     ObserverQuotaError,
+    ObserverReplyTooLargeError,
     ObserverTransientError,
 )
 from worker.observers.protocol import ObserverRequest, Usage
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
+from worker.storage.protocol import StaleFenceError, StoreError
 from worker.storage.records import BatchWrite
 
 logger = logging.getLogger(__name__)
@@ -58,16 +62,23 @@ class TurnRunner:
         # Answered calls' tokens owed to the day's budgets, paid by `_pay_budgets`: in the
         # commit's round trip, or on the way out of a turn that ends otherwise.
         self._owed: list[tuple[str, Usage]] = []
+        self.kept = KeptReplies(rt.redis, rt.keys, session)
 
     async def run(
-        self, plan: TurnPlan, entries: list[Entry], deadline: float, *, read_ahead: int = 0
-    ) -> TurnResult:
+        self, plan: TurnPlan, entries: list[Entry], deadline: float, *, read_ahead: int = 0,
+        kept: Kept | None = None,
+    ) -> TurnResult:  # fmt: skip
         """Run one turn; paused and retried turns leave their entries unacked.
 
-        `read_ahead`: new entries the commit reads for the next turn in its round trip.
+        `read_ahead`: new entries the commit reads for the next turn in its round trip;
+        `kept`: the turn settled before whose commit failed (committed, never asked again).
         """
         try:
-            result = await self._run(plan, entries, deadline, read_ahead)
+            if kept is not None and kept.event_ids == [e.event_id for e in plan.events]:
+                logger.info("committing the kept reply of a turn whose commit failed")
+                result = await self._commit(plan, entries, kept.settled, read_ahead)
+            else:
+                result = await self._run(plan, entries, deadline, read_ahead)
             if plan.own_calls and not result.stop:
                 await self._skip_own_calls(plan)
             return result
@@ -96,12 +107,21 @@ class TurnRunner:
             asked, answer = await self._converse(plan, state, user, deadline)
         except CALL_REFUSALS as e:  # budgets, rate limits, a pause: the call never went
             return await self.rt.gate.refused(e)
+        except ObserverReplyTooLargeError as e:  # paid for: dropped, never asked again
+            logger.warning("dropped: %s", e)
+            too_large = oversized(self.session, plan, state, str(e), e.head, datetime.now(UTC))
+            return await self._commit(plan, entries, too_large, read_ahead)
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
         s = self.rt.settings
         limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+        caps = TurnCaps(max_observations=s.max_observations_per_turn,
+                        field_chars=s.field_budget_chars)  # fmt: skip
         now = datetime.now(UTC)
-        settled = settle(self.session, plan, asked, answer, told=told, history=limits, now=now)
+        settled = settle(self.session, plan, asked, answer, told=told, history=limits, now=now,
+                         caps=caps)  # fmt: skip
+        if settled.result.category == CAPPED_CATEGORY:
+            logger.warning("capped: %s", settled.result.reason)
         if settled.result.outcome is Outcome.PAUSED:
             return await self._pause(settled.result.reason or "observer paused", settled.pause_s)
         return await self._commit(plan, entries, settled, read_ahead)
@@ -153,16 +173,28 @@ class TurnRunner:
         """Store (one transaction), announce, then ack and save the state: DESIGN's order."""
         rows = settled.rows
         # The batch is the turn's rows (a BatchWrite is a TurnRows) and whose turn they are.
-        written = await self.rt.store.write_batch(
-            BatchWrite(
-                **msgspec.structs.asdict(rows),
-                memory_session_id=self.session,
-                project=settled.state.project,
-                fence=self.lease.token,
-                event_ids=[e.event_id for e in plan.events],
-                ended=plan.ends,
-            )
+        batch = BatchWrite(
+            **msgspec.structs.asdict(rows),
+            memory_session_id=self.session,
+            project=settled.state.project,
+            fence=self.lease.token,
+            event_ids=[e.event_id for e in plan.events],
+            ended=plan.ends,
         )
+        try:
+            written = await self.rt.store.write_batch(batch)
+        except StaleFenceError:
+            raise
+        except StoreError as e:  # a malformed database, a full disk, PostgreSQL gone
+            # The reply is paid for: keep it for the retry, and count the attempt.
+            reason = f"storage failed: {' '.join(str(e).split()) or type(e).__name__}"
+            logger.warning("commit failed, the turn is kept for its retry: %s", reason)
+            if self.rt.metrics is not None:
+                self.rt.metrics.commit_done(reason)
+            await self.kept.keep(entries[0].id, batch.event_ids, settled)
+            return await self.retry_or_dead(entries, reason)
+        if self.rt.metrics is not None:
+            self.rt.metrics.commit_done(None)
         self.state = settled.state
         result = settled.result
         if result.outcome is Outcome.STORED:
@@ -175,7 +207,7 @@ class TurnRunner:
         pipe = self.rt.redis.pipeline(transaction=False)
         self.stream.queue_ack(pipe, self.lease.token, [e.id for e in entries])
         self.rt.states.queue_save(pipe, self.session, self.lease.token, settled.state)
-        pipe.delete(self.rt.keys.attempts(self.session))
+        pipe.delete(self.rt.keys.attempts(self.session), self.kept.key)
         self.rt.outbox.queue(pipe, written.stored)
         self.rt.counters.queue_count(pipe, result)
         for u in rows.usage:
@@ -206,7 +238,8 @@ class TurnRunner:
         """The outcome of a call that failed (DESIGN's table): pause, retry, or dead."""
         if isinstance(error, ObserverQuotaError | ObserverAuthError):
             return await self._pause(str(error), getattr(error, "reset_after_s", None))
-        return await self._retry_or_dead(entries, error)
+        retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
+        return await self.retry_or_dead(entries, str(error) or type(error).__name__, retry_after)
 
     async def _pause(self, reason: str, reset_s: float | None) -> TurnResult:
         provider = self.rt.observer.provider
@@ -222,10 +255,11 @@ class TurnRunner:
         )
         return result
 
-    async def _retry_or_dead(
-        self, entries: list[Entry], error: ObserverError | TimeoutError
+    async def retry_or_dead(
+        self, entries: list[Entry], reason: str, retry_after: float | None = None
     ) -> TurnResult:
-        reason = str(error) or type(error).__name__
+        """Count a failed attempt of the turn starting at `entries[0]`: retry, or dead-letter
+        its entries once MEMQ_MAX_ATTEMPTS is reached."""
         key = self.rt.keys.attempts(self.session)
         # Attempts are per turn (its first entry), kept apart from the conversation, which
         # only a committed turn changes.
@@ -239,9 +273,8 @@ class TurnRunner:
             await self.rt.counters.count(result, len(entries))
             # A fresh observer conversation: whatever confused this one is gone.
             self.state = None
-            await self.rt.redis.delete(self.rt.keys.observer(self.session), key)
+            await self.rt.redis.delete(self.rt.keys.observer(self.session), key, self.kept.key)
             return result
-        retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
         delay = self.rt.settings.retry_backoff.delay_s(attempts, retry_after_s=retry_after)
         result = TurnResult(outcome=Outcome.RETRY, reason=reason, defer_s=delay)
         await self.rt.counters.count(result)

@@ -71,6 +71,14 @@ class ObserverPermanentError(ObserverError):
     """The request itself is wrong (bad request, unknown model): retrying cannot help."""
 
 
+class ObserverReplyTooLargeError(ObserverPermanentError):
+    """The reply is longer than MEMQ_OBSERVER_MAX_REPLY_BYTES: dropped, not asked again."""
+
+    def __init__(self, message: str, head: str = "") -> None:
+        super().__init__(message)
+        self.head = head  # the start of the body, for the dropped reply's row
+
+
 def classify_status(
     provider: str,
     status: int,

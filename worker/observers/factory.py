@@ -91,6 +91,7 @@ def build_observer(settings: Settings) -> Observer:
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
             timeout_s=settings.observer_timeout_s,
+            max_reply_bytes=settings.observer_max_reply_bytes,
         )
     from worker.observers.openai import OpenAIObserver
 
@@ -102,6 +103,7 @@ def build_observer(settings: Settings) -> Observer:
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
         timeout_s=settings.observer_timeout_s,
+        max_reply_bytes=settings.observer_max_reply_bytes,
     )
 
 

@@ -7,6 +7,7 @@ serves both.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from worker.masked_text import mask_secrets
 from worker.masked_url import describe_url
 from worker.observers.errors import (
     ObserverError,
     ObserverPermanentError,
+    ObserverReplyTooLargeError,
     ObserverTransientError,
     classify_status,
     decode_reply,
@@ -31,6 +34,10 @@ if TYPE_CHECKING:  # each adapter imports its own SDK, only when it is built
     import openai
 
 T = TypeVar("T")
+
+DEFAULT_MAX_REPLY_BYTES = 1024 * 1024
+# Ask the SDK for the response unread, so the body is read here, in chunks, up to a cap.
+_UNREAD: Any = {"headers": {"X-Stainless-Raw-Response": "stream"}}
 
 StatusDetail = Callable[[Any], tuple[str, str | None]]
 """An SDK's APIStatusError → (the server's message, its error code)."""
@@ -50,9 +57,21 @@ class SdkApi(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def map_sdk_error(
-    e: Exception, api: SdkApi, *, base_url: object, timeout_s: float
+    e: Exception, api: SdkApi, *, base_url: object, timeout_s: float, secret: str | None = None
 ) -> ObserverError:
-    """One SDK error (`sdk.APIError` and subclasses) as a transient or permanent ObserverError."""
+    """One SDK error (`sdk.APIError` and subclasses) as a transient or permanent ObserverError.
+
+    `secret` (the API key) is masked in the message: a provider or proxy may echo the request's
+    Authorization header, and the message goes to the log, the dead letters and Redis.
+    """
+    error = _map_sdk_error(e, api, base_url=base_url, timeout_s=timeout_s, secret=secret)
+    error.args = (mask_secrets(str(error), [secret]),)
+    return error
+
+
+def _map_sdk_error(
+    e: Exception, api: SdkApi, *, base_url: object, timeout_s: float, secret: str | None
+) -> ObserverError:
     sdk, provider = api.sdk, api.provider
     if isinstance(e, sdk.APIConnectionError) and (refused := refused_connection(e)):
         return ObserverTransientError(f"{provider} observer: cannot reach {base_url}: {refused}")
@@ -63,6 +82,8 @@ def map_sdk_error(
         return ObserverTransientError(f"{provider} observer: cannot reach {base_url}: {cause}")
     if isinstance(e, sdk.APIStatusError):
         message, code = api.status_detail(e)
+        # Masked before classify_status cuts it to a line: a cut must not keep half a key.
+        message = mask_secrets(message, [secret])
         return classify_status(
             provider,
             e.status_code,
@@ -89,7 +110,13 @@ class SdkEndpoint:
     """
 
     def __init__(
-        self, api: SdkApi, *, api_key: str | None, base_url: str | None, timeout_s: float
+        self,
+        api: SdkApi,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        timeout_s: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self._client = api.client(
             # Only a provider with a placeholder (local servers ignore the key) swaps an empty
@@ -103,26 +130,60 @@ class SdkEndpoint:
             http_client=api.sdk.DefaultAioHttpClient(),
         )
         self._api = api
+        self._secret = api_key
         self._timeout_s = timeout_s
+        self._max_reply_bytes = max_reply_bytes
         self._where = describe_url(str(self._client.base_url))
 
     async def post(self, body: bytes, decoder: msgspec.json.Decoder[T]) -> tuple[T, float]:
-        """Send one request; the decoded reply and the call's latency in milliseconds."""
+        """Send one request; the decoded reply and the call's latency in milliseconds.
+
+        The timeout bounds the whole call, reading included (a reply that drips a byte a second
+        never times out between bytes), and the read stops at `max_reply_bytes`.
+        """
         api = self._api
         started = time.perf_counter()
         try:
-            raw = await self._client.post(
-                api.path, cast_to=api.sdk.AsyncAPIResponse[bytes], content=body
-            )
-            payload = await raw.read()
+            async with asyncio.timeout(self._timeout_s):
+                raw = await self._client.post(
+                    api.path, cast_to=api.sdk.AsyncAPIResponse[bytes], content=body,
+                    options=_UNREAD,
+                )  # fmt: skip
+                try:
+                    payload = await self._read(raw)
+                finally:
+                    await raw.close()
+        except TimeoutError as e:
+            raise ObserverTransientError(
+                f"{api.provider} observer: no reply within {self._timeout_s:g}s"
+                " (MEMQ_OBSERVER_TIMEOUT_S bounds the whole call)"
+            ) from e
         except api.sdk.APIError as e:
-            raise map_sdk_error(e, api, base_url=self._where, timeout_s=self._timeout_s) from e
+            mapped = map_sdk_error(
+                e, api, base_url=self._where, timeout_s=self._timeout_s, secret=self._secret
+            )
+            raise mapped from None  # the SDK's error may hold the key the message masks
         latency_ms = (time.perf_counter() - started) * 1000
         reply = decode_reply(
             decoder, payload, provider=api.provider, status=raw.status_code,
             where=self._where, api=api.name,
         )  # fmt: skip
         return reply, latency_ms
+
+    async def _read(self, raw: Any) -> bytes:
+        """The body, or ObserverReplyTooLargeError past `max_reply_bytes` (not read further)."""
+        cap, chunks, size = self._max_reply_bytes, [], 0
+        async for chunk in raw.iter_bytes():
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > cap:
+                head = b"".join(chunks)[:cap].decode("utf-8", "replace")
+                raise ObserverReplyTooLargeError(
+                    f"{self._api.provider} observer: reply over {cap} bytes"
+                    " (MEMQ_OBSERVER_MAX_REPLY_BYTES), not read further",
+                    head=head,
+                )
+        return b"".join(chunks)
 
     async def aclose(self) -> None:
         """Close the SDK's HTTP client."""
@@ -157,12 +218,14 @@ class SdkObserver(ABC, Generic[R]):
         max_tokens: int,
         temperature: float,
         timeout_s: float,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         """One constructor for every adapter, so the factory builds them alike; an adapter that
         leaves a setting out of its requests says why where it builds them."""
         self._endpoint = SdkEndpoint(
-            self._api, api_key=api_key, base_url=base_url, timeout_s=timeout_s
-        )
+            self._api, api_key=api_key, base_url=base_url, timeout_s=timeout_s,
+            max_reply_bytes=max_reply_bytes,
+        )  # fmt: skip
         self._model = model
         self._max_tokens = max_tokens
         self._temperature = temperature

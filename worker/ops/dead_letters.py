@@ -12,6 +12,8 @@ from pipeline.errors import EventDecodeError
 from pipeline.events import decode_event
 from pipeline.prompting.modes import Mode
 from pipeline.replies.parser import parse_agent_xml
+from pipeline.turns.caps import CAPPED_CATEGORY
+from pipeline.turns.settle import TOO_LARGE_CATEGORY
 from pipeline.turns.turn_records import observation_records, summary_record
 from worker.ingest.producer import event_publish_args
 from worker.keys import Keys
@@ -91,8 +93,13 @@ async def replay_dropped(
     outbox = Outbox(redis, keys, store, settings.feed_maxlen)
     results = []
     for row in rows:
-        parsed = parse_agent_xml(row.raw, valid_types=mode.type_ids)
         rid = f"dropped:{row.id}"
+        if row.category in (CAPPED_CATEGORY, TOO_LARGE_CATEGORY):
+            # Kept to say what a limit left out: replaying would store past the limit.
+            detail = f"{row.category}: cut by a limit, not a parser failure"
+            results.append(ReplayResult(id=rid, status="skipped", detail=detail))
+            continue
+        parsed = parse_agent_xml(row.raw, valid_types=mode.type_ids)
         if parsed.kind not in ("observations", "summary"):
             detail = parsed.reason or parsed.kind
             results.append(ReplayResult(id=rid, status="skipped", detail=detail))

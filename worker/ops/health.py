@@ -46,11 +46,13 @@ class HealthServer:
         self.metrics = metrics
         self.keys = Keys(settings.prefix)
         self._http: EmbeddedHttp | None = None
+        self.url = ""  # the base URL, once listening
 
     async def start(self, host: str, port: int) -> str:
         """Listen on host:port (0: any free port); returns the base URL."""
         self._http = EmbeddedHttp(self.app(), what="metrics")
-        return await self._http.start(host, port)
+        self.url = await self._http.start(host, port)
+        return self.url
 
     async def aclose(self) -> None:
         """Stop listening."""
@@ -74,7 +76,8 @@ class HealthServer:
         )
 
     async def unready_reason(self) -> str | None:
-        """None when Redis and the store answer, else one line saying which does not."""
+        """None when Redis and the store answer and the last commit worked, else one line
+        saying which does not."""
         try:
             async with asyncio.timeout(PING_TIMEOUT_S):
                 await self.redis.ping()
@@ -85,6 +88,9 @@ class HealthServer:
                 await self.store.ping()
         except (StoreError, OSError, TimeoutError) as e:
             return f"store unreachable: {one_line(e)}"
+        # The store answers a ping, yet its writes may fail (a malformed database file).
+        if (failure := self.metrics.commit_failure) is not None:
+            return f"store failing commits: {failure}"
         return None
 
     async def fleet_figures(self) -> FleetFigures:

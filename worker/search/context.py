@@ -43,6 +43,8 @@ SUMMARY_FIELDS = (
     ("next_steps", "Next steps"),
     ("notes", "Notes"),
 )
+# Of a project name in a heading or message: a 100,000-character name once made a 100 KB answer.
+PROJECT_SHOWN_CHARS = 200
 
 
 class Context(msgspec.Struct, frozen=True, kw_only=True):
@@ -160,7 +162,7 @@ def render(
     if summary is None and not observations and not stale_left_out:
         return "", []
     budget_chars -= len(NOTES_OPEN) + len(NOTES_CLOSE) + 2
-    parts = [f"# memq: what happened recently in {as_data(project)}\n"]
+    parts = [f"# memq: what happened recently in {as_data(project, PROJECT_SHOWN_CHARS)}\n"]
     if summary is not None:
         parts.append(f"\n## Latest summary ({_when(summary.created_at)})\n")
         for field, label in SUMMARY_FIELDS:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import msgspec
 
 from worker.errors import WorkerError
-from worker.search.context import choose_context, fit_context
+from worker.search.context import PROJECT_SHOWN_CHARS, choose_context, fit_context
 from worker.search.freshness import Freshness, changed_note
 from worker.search.hybrid import RowKey, SearchHit, VectorSearch, ref, row_key, search
 from worker.search.mcp_text import bounded, cell, counted, cut_line
@@ -181,7 +181,8 @@ async def context_text(
                 f" out {counted(left_out, ('observation', 'observations'))}; search for them]\n"
             )
     if not result.markdown:
-        return f"memq has nothing stored for project {as_data(project)!r} yet.\n"
+        shown = as_data(project, PROJECT_SHOWN_CHARS)
+        return f"memq has nothing stored for project {shown!r} yet.\n"
     return result.markdown + note
 
 

@@ -39,6 +39,10 @@ class StoreError(WorkerError):
     """Storage failed or is unreachable."""
 
 
+class SearchTimeoutError(StoreError):
+    """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
+
+
 class StaleFenceError(StoreError):
     """A write came from a lease holder whose fencing token is no longer current."""
 

@@ -48,6 +48,9 @@ class SqlDatabase(Protocol):
     def use(self) -> AbstractAsyncContextManager[SqlConn]:
         """A connection, each statement its own transaction."""
 
+    def bounded(self, timeout_s: float) -> AbstractAsyncContextManager[SqlConn]:
+        """A connection whose statements stop after `timeout_s` in all (SearchTimeoutError)."""
+
     def transaction(self) -> AbstractAsyncContextManager[SqlConn]:
         """A connection inside one write transaction, committed when the block ends cleanly."""
 

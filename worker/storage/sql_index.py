@@ -131,13 +131,15 @@ async def finish_reindex(db: SqlDatabase, project: str | None) -> None:
 
 
 async def search_text(
-    db: SqlDatabase, dialect: Dialect, match: str, filters: TextFilter, limit: int
-) -> list[TextHit]:
-    """Full-text matches of an FTS5 `match` expression, best first."""
+    db: SqlDatabase, dialect: Dialect, match: str, filters: TextFilter, limit: int,
+    timeout_s: float | None = None,
+) -> list[TextHit]:  # fmt: skip
+    """Full-text matches of an FTS5 `match` expression, best first; with `timeout_s`, stopped
+    (SearchTimeoutError) when it runs longer."""
     query = dialect.text_search(match, filters, limit)
     if query is None:
         return []
-    async with db.use() as conn:
+    async with db.bounded(timeout_s) if timeout_s else db.use() as conn:
         found = await conn.fetch(*query)
     return [
         TextHit(kind=r["kind"], id=r["id"], bm25=float(r["rank"]), snippet=r["snippet"] or "")

@@ -41,8 +41,10 @@ class SqlStore:
         *,
         clock: Callable[[], datetime] = utc_now,
         vector_outbox: bool = True,
+        search_timeout_s: float | None = None,
     ) -> None:
         self._db = db
+        self._search_timeout_s = search_timeout_s
         self._dialect = dialect
         self._clock = clock
         self._vector_outbox = vector_outbox
@@ -188,8 +190,11 @@ class SqlStore:
     async def search_text(
         self, match: str, filters: index_records.TextFilter, limit: int
     ) -> list[index_records.TextHit]:
-        """Full-text matches of an FTS5 `match` expression, best first."""
-        return await sql_index.search_text(self._db, self._dialect, match, filters, limit)
+        """Full-text matches of an FTS5 `match` expression, best first (stopped after the
+        store's search timeout, when it has one)."""
+        return await sql_index.search_text(
+            self._db, self._dialect, match, filters, limit, self._search_timeout_s
+        )
 
     # Maintenance.
 

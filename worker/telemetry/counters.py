@@ -35,6 +35,8 @@ class Counters:
         if result.outcome is Outcome.STORED:
             self._queue(pipe, "stored", result.stored)
             self._queue(pipe, "deduplicated", result.deduplicated)
+            if result.category:  # `stored:capped`: some of the reply was cut or left out
+                pipe.hincrby(self.keys.outcomes, f"stored:{result.category}", 1)
         elif result.outcome is not Outcome.RECORDED:
             self._queue(pipe, str(result.outcome), n, result.category)
 

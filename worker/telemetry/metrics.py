@@ -58,6 +58,8 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        # The last commit's failure (None after a commit that worked): /readyz reads it.
+        self.commit_failure: str | None = None
         r = self.registry
         self.outcomes = Counter(
             "memq_outcomes",
@@ -137,6 +139,10 @@ class Metrics:
         self.events.inc(events)
         if result.outcome is not Outcome.RECORDED:  # prompts and ends only: no observer call
             self.batch_size.observe(events)
+
+    def commit_done(self, failure: str | None) -> None:
+        """Record how this process' last commit went: None when it worked, else why not."""
+        self.commit_failure = failure
 
     def count_recovered(self, by: str, rows: int) -> None:
         """Rows announced late, by "startup" (a worker's backlog) or "session" (its next job)."""

@@ -23,10 +23,11 @@ from tests.support.ingest import REPO, console_script, subprocess_env
 from worker.backoff import Backoff
 from worker.cli.commands.telegram import TelegramTuning, run_telegram
 from worker.errors import ConfigError
-from worker.fanout.telegram.api import bot_token, mask_token
+from worker.fanout.telegram.api import bot_token
 from worker.fanout.telegram.bot import allowed_chats
 from worker.fanout.telegram.format import RowFilter, render_row, telegram_length
 from worker.keys import Keys
+from worker.masked_text import mask_token
 from worker.settings import Settings, load_settings
 from worker.storage.records import StoredRow
 from worker.storage.sqlite.store import SqliteStore
@@ -405,8 +406,8 @@ def test_log_lines_show_the_bot_api_url_with_the_token_masked() -> None:
 
     from telegram.error import InvalidToken
 
-    from worker.fanout.telegram.api import TokenMask
     from worker.logs import formatter
+    from worker.masked_text import TokenMask
 
     token = "123:abc-DEF"
     url = f"https://api.telegram.org/bot{token}/getMe"

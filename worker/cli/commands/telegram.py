@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
 def telegram() -> None:
     """Send each stored row that passes MEMQ_TELEGRAM_TYPES/_CONCEPTS to MEMQ_TELEGRAM_CHAT_IDS."""
     from worker.cli.exits import settings_with_logging
-    from worker.fanout.telegram.api import TokenMask
+    from worker.masked_text import TokenMask
 
     settings = settings_with_logging()
     # httpx logs each request URL at INFO, and a Bot API URL holds the bot token.

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
-import traceback
 from collections.abc import Sequence
-from urllib.parse import quote
 
 from telegram import Bot
 from telegram.error import BadRequest, Forbidden, InvalidToken, TelegramError
 from telegram.ext import ExtBot
+from telegram.request import HTTPXRequest
 
 from worker.errors import ConfigError, WorkerError
 from worker.fanout.telegram.pacing import ChatPacedLimiter
+from worker.masked_text import mask_token
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -31,13 +32,44 @@ def bot_token(settings: Settings) -> str:
     return settings.telegram_token.reveal()
 
 
+_SHOWN_CHARS = 80  # of a reply that is not the Bot API's, in its one-line error
+
+
+class BotApiRequest(HTTPXRequest):
+    """PTB's HTTP request whose replies must be the Bot API's envelope (`{"ok": …}`).
+
+    PTB itself reads `reply["result"]` and crashed `memq telegram` with `KeyError: 'result'` on
+    another server's JSON; this turns any such reply into a one-line TelegramError.
+    """
+
+    @staticmethod
+    def parse_json_payload(payload: bytes) -> dict[str, object]:
+        """The reply's JSON object; TelegramError when it is not a Bot API reply."""
+        text = payload.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        ok = data.get("ok") if isinstance(data, dict) else None
+        if isinstance(data, dict) and isinstance(ok, bool) and (not ok or "result" in data):
+            return data
+        shown = " ".join(text.split())[:_SHOWN_CHARS]
+        raise TelegramError(
+            f"the reply is not the Bot API's (check MEMQ_TELEGRAM_API_URL): {shown!r}"
+        )
+
+
 def build_bot(settings: Settings, limiter: ChatPacedLimiter) -> ExtBot[int]:
     """A bot on MEMQ_TELEGRAM_API_URL whose every request goes through `limiter`."""
     token = bot_token(settings)
     # Opt in to PTB's coming timedelta periods: the int form warns on every 429 (RetryAfter).
     os.environ.setdefault("PTB_TIMEDELTA", "true")
     base = settings.telegram_api_url.rstrip("/")
-    return ExtBot(token, base_url=f"{base}/bot", rate_limiter=limiter)
+    return ExtBot(
+        token, base_url=f"{base}/bot", rate_limiter=limiter,
+        # PTB's own defaults (one connection for getUpdates), with the envelope checked.
+        request=BotApiRequest(), get_updates_request=BotApiRequest(connection_pool_size=1),
+    )  # fmt: skip
 
 
 async def start_bot(bot: Bot) -> None:
@@ -88,38 +120,3 @@ async def _look_up(bot: Bot, entry: str) -> int:
         ) from e
     logger.info("Telegram chat resolved", extra={"chat": entry, "chat_id": chat.id})
     return chat.id
-
-
-def mask_token(text: str, token: str) -> str:
-    """`text` with the bot token (plain or URL-quoted) as `***`: `/bot<token>/` → `/bot***/`."""
-    if not token:
-        return text
-    return text.replace(token, "***").replace(quote(token, safe=""), "***")
-
-
-class TokenMask(logging.Filter):
-    """Masks the bot token in every record a handler writes (Bot API URLs and errors hold it)."""
-
-    def __init__(self, token: str) -> None:
-        super().__init__()
-        self.token = token
-        self._quoted = quote(token, safe="")
-
-    def _holds(self, text: str) -> bool:
-        return self.token in text or self._quoted in text  # a URL quotes the `:` as %3A
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.token:
-            return True
-        message = record.getMessage()
-        if self._holds(message):
-            record.msg, record.args = mask_token(message, self.token), ()
-        for name, value in list(vars(record).items()):
-            if name != "msg" and isinstance(value, str) and self._holds(value):
-                setattr(record, name, mask_token(value, self.token))
-        if record.exc_info and record.exc_info[1] is not None:
-            text = "".join(traceback.format_exception(record.exc_info[1]))
-            if self._holds(text):  # the formatters print exc_info as is: show a masked copy
-                record.exc_info = None
-                setattr(record, "exc", mask_token(text, self.token))  # noqa: B010
-        return True

@@ -25,9 +25,9 @@ from worker.backoff import Backoff
 from worker.errors import ConfigError
 from worker.fanout.feed import FanoutConsumer
 from worker.fanout.feed_items import FeedItem
-from worker.fanout.telegram.api import mask_token
 from worker.fanout.telegram.format import RowFilter, render_row, split_csv
 from worker.keys import Keys
+from worker.masked_text import mask_token
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -13,11 +13,11 @@ from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
 
 from worker.backoff import Backoff
-from worker.fanout.telegram.api import mask_token
 from worker.fanout.telegram.bot import STATS_CONSUMER, TelegramSender, is_allowed
 from worker.fanout.telegram.format import Block, escape, split_blocks
 from worker.fanout.telegram.pacing import retry_after_seconds
 from worker.keys import Keys
+from worker.masked_text import mask_token
 from worker.ops.stats import collect_stats
 from worker.search.hybrid import BadQueryError, search
 from worker.storage.protocol import Store, StoreError

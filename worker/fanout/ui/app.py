@@ -42,7 +42,7 @@ from worker.http_serving import MIN_TOKEN_CHARS, check_token_bind
 from worker.keys import Keys
 from worker.ops.cost import CostReader, Prices
 from worker.ops.stats import collect_stats
-from worker.storage.protocol import Store
+from worker.storage.protocol import SearchTimeoutError, Store
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,9 @@ def build_app(deps: UiDeps) -> Starlette:
         Mount("/static", StaticFiles(packages=[("worker.fanout.ui", "static")]), name="static"),
     ]
     app = Starlette(
-        routes=routes, lifespan=lifespan, exception_handlers={BadFilterError: _bad_filter}
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={BadFilterError: _bad_filter, SearchTimeoutError: _search_timeout},
     )
     app.state.hub = hub
     app.add_middleware(Guard, token=deps.token)
@@ -206,6 +208,13 @@ def _session_id(request: Request) -> str:
     if not sid:
         raise HTTPException(404)
     return sid
+
+
+async def _search_timeout(request: Request, exc: Exception) -> Response:
+    # One line, like the CLI's and MCP's: the search was stopped at MEMQ_SEARCH_TIMEOUT_S.
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"error": str(exc)}, 503)
+    return PlainTextResponse(f"{exc}\n", 503)
 
 
 async def _bad_filter(request: Request, exc: Exception) -> Response:

@@ -14,7 +14,7 @@ import asyncpg  # type: ignore[import-untyped]
 from worker.errors import ConfigError
 from worker.storage.postgres.dialect import POSTGRES
 from worker.storage.postgres.schema import migrate_schema
-from worker.storage.protocol import StoreError
+from worker.storage.protocol import SearchTimeoutError, StoreError
 from worker.storage.sql_conn import Params, Row
 from worker.storage.sql_store import SqlStore, one_line, utc_now
 
@@ -105,6 +105,20 @@ class PostgresDatabase:
             yield PostgresConn(raw)
 
     @asynccontextmanager
+    async def bounded(self, timeout_s: float) -> AsyncIterator[PostgresConn]:
+        """A pooled connection in a transaction whose statements stop after `timeout_s`."""
+        async with self._connection() as raw, raw.transaction():
+            # SET LOCAL: the pooled connection's own timeout comes back with the transaction.
+            await raw.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+            try:
+                yield PostgresConn(raw)
+            except asyncpg.QueryCanceledError as e:
+                raise SearchTimeoutError(
+                    f"search stopped after {timeout_s:g}s (MEMQ_SEARCH_TIMEOUT_S):"
+                    " narrow the query (fewer or rarer words)"
+                ) from e
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PostgresConn]:
         """A connection inside one transaction, committed when the block ends cleanly."""
         async with self._connection() as raw, raw.transaction():
@@ -159,9 +173,11 @@ class PostgresStore(SqlStore):
         *,
         clock: Callable[[], datetime] = utc_now,
         vector_outbox: bool = True,
+        search_timeout_s: float | None = None,
     ) -> None:
         self._postgres = PostgresDatabase(url)
-        super().__init__(self._postgres, POSTGRES, clock=clock, vector_outbox=vector_outbox)
+        super().__init__(self._postgres, POSTGRES, clock=clock, vector_outbox=vector_outbox,
+                         search_timeout_s=search_timeout_s)  # fmt: skip
 
     @property
     def where(self) -> str:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import re
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -14,7 +15,7 @@ from typing import Any
 
 import aiosqlite
 
-from worker.storage.protocol import StoreError
+from worker.storage.protocol import SearchTimeoutError, StoreError
 from worker.storage.sql_conn import Params, Row
 from worker.storage.sql_store import SqlStore, one_line, utc_now
 from worker.storage.sqlite.dialect import SQLITE
@@ -98,6 +99,26 @@ class SqliteDatabase:
             yield SqliteConn(raw)
 
     @asynccontextmanager
+    async def bounded(self, timeout_s: float) -> AsyncIterator[SqliteConn]:
+        """The open connection, its statements interrupted once `timeout_s` have passed."""
+        async with self._connection() as raw:
+            deadline = time.monotonic() + timeout_s
+            # Called every 20 VM steps in aiosqlite's thread (one step may be a long snippet()
+            # call, so not every 1,000); True interrupts the statement.
+            await raw.set_progress_handler(lambda: time.monotonic() > deadline, 20)
+            try:
+                yield SqliteConn(raw)
+            except sqlite3.OperationalError as e:
+                if time.monotonic() <= deadline or "interrupt" not in str(e):
+                    raise
+                raise SearchTimeoutError(
+                    f"search stopped after {timeout_s:g}s (MEMQ_SEARCH_TIMEOUT_S):"
+                    " narrow the query (fewer or rarer words)"
+                ) from e
+            finally:
+                await raw.set_progress_handler(None, 0)  # type: ignore[arg-type]  # None clears it
+
+    @asynccontextmanager
     async def transaction(self) -> AsyncIterator[SqliteConn]:
         """A write transaction that takes SQLite's write lock up front (BEGIN IMMEDIATE);
         a caller cancelled before COMMIT rolls it back."""
@@ -164,9 +185,11 @@ class SqliteStore(SqlStore):
         *,
         clock: Callable[[], datetime] = utc_now,
         vector_outbox: bool = True,
+        search_timeout_s: float | None = None,
     ) -> None:
         self._sqlite = SqliteDatabase(path)
-        super().__init__(self._sqlite, SQLITE, clock=clock, vector_outbox=vector_outbox)
+        super().__init__(self._sqlite, SQLITE, clock=clock, vector_outbox=vector_outbox,
+                         search_timeout_s=search_timeout_s)  # fmt: skip
 
     @property
     def path(self) -> Path:

@@ -9,6 +9,23 @@ from worker.storage.sql_conn import Query
 from worker.storage.sql_index import search_kinds
 
 _SNIPPET = "snippet({table}, -1, '[', ']', '…', 14)"
+# FTS5's snippet() is quadratic in a row's hits (16,000 hits of one word: 3.6 s; a stored reply
+# of 1.4 MB of `<a>` tags ran for minutes), and SQLite cannot interrupt it mid-row. A row longer
+# than this gets the start of its text instead of a highlighted snippet.
+SNIPPET_INPUT_CHARS = 24_000
+_TEXT_COLUMNS = {
+    "observation": ("title", "subtitle", "narrative", "facts", "concepts"),
+    "summary": ("request", "investigated", "learned", "completed", "next_steps", "notes"),
+}
+_PLAIN_START = {"observation": "coalesce(t.narrative, t.title, '')", "summary": "coalesce("
+                "t.completed, t.request, t.learned, '')"}  # fmt: skip
+
+
+def _snippet(kind: RowKind, fts: str) -> str:
+    size = " + ".join(f"coalesce(length(t.{c}), 0)" for c in _TEXT_COLUMNS[kind])
+    start = f"substr({_PLAIN_START[kind]}, 1, 100) || '…'"
+    highlighted = _SNIPPET.format(table=fts)
+    return f"CASE WHEN {size} > {SNIPPET_INPUT_CHARS} THEN {start} ELSE {highlighted} END"
 
 
 def _fts_arm(kind: RowKind, filters: TextFilter) -> str:
@@ -23,7 +40,7 @@ def _fts_arm(kind: RowKind, filters: TextFilter) -> str:
         where.append("t.type = :type")
     return (
         f"SELECT * FROM (SELECT '{kind}' AS kind, t.id AS id, {fts}.rank AS rank,"
-        f" {_SNIPPET.format(table=fts)} AS snippet"
+        f" {_snippet(kind, fts)} AS snippet"
         f" FROM {fts} JOIN {table} t ON t.id = {fts}.rowid WHERE {' AND '.join(where)}"
         f" ORDER BY {fts}.rank LIMIT :limit)"
     )
