@@ -17,7 +17,7 @@ from tests.support.feed_rows import announce, observation, store_rows
 from tests.support.feed_rows import prompt as prompt_record
 from tests.support.ui_harness import running_ui, ui_settings
 from tests.support.worker_harness import drain, make_settings, prompt, running_runtime, tool_call
-from worker.ingest.producer import Producer
+from worker.ingest.producer import Producer, prepare_event
 from worker.keys import Keys
 from worker.storage.sqlite.store import SqliteStore
 
@@ -66,10 +66,11 @@ async def test_a_published_event_appears_live_is_found_and_opens_its_session(
 
         # Publish through the producer; the worker stores and announces; the card shows up.
         producer = Producer(arq_redis, settings)
-        await producer.publish(prompt("browser-s1", 1, "find the zebrafish crash"))
+        call = tool_call("browser-s1", 2, tool_input={"command": "grep -rn zebrafish src"})
         await producer.publish(
-            tool_call("browser-s1", 2, tool_input={"command": "grep -rn zebrafish src"})
+            prepare_event(prompt("browser-s1", 1, "find the zebrafish crash"), settings)
         )
+        await producer.publish(prepare_event(call, settings))
         async with running_runtime(settings, arq_redis) as rt:
             assert await drain(rt, arq_redis) >= 1
         card = page.locator("#feed article.card", has_text="zebrafish").first

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import redis
+
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import console_script, subprocess_env
 from tests.support.ports import free_port
@@ -145,6 +147,12 @@ class AgentStack:
 @contextmanager
 def agent_stack(root: Path, redis_url: str, observer: FakeObserver) -> Iterator[AgentStack]:
     """An AgentStack with its worker running; everything stopped on the way out."""
+    # A fresh memq: no counters, streams or pauses left by the previous test.
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
     stack = AgentStack(root, redis_url, observer)
     try:
         stack.start_worker()
