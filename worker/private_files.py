@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook's relay path imports this module and nothing else of memq's
+    from pathlib import Path
 
 PRIVATE_UMASK = 0o077
 """Every file and directory a memq process creates: 0600 and 0700 (SQLite, Chroma, spool, AOF)."""

@@ -19,6 +19,8 @@ from typing import Any
 from tests.support.agent_stack import AgentStack
 
 NO_HOOKS, COMMAND, HTTP = "no hooks", "command hooks", "HTTP hooks"
+RELAYED = "command hooks, memq agent up"
+"""The command hooks while `memq agent` runs: each hook hands its payload to it (relay)."""
 READ_FILE = "README.md"
 """What every session reads (the stack's project has it)."""
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from bench.agent_runs import COMMAND, HTTP, NO_HOOKS, READ_FILE, AgentRunner, Session
+from bench.agent_runs import COMMAND, HTTP, NO_HOOKS, READ_FILE, RELAYED, AgentRunner, Session
 from bench.agent_runs import shell_command as shell
 from tests.agents.test_claude_code import TOOLS, configure, doc_blocks
 from tests.support.agent_bins import agent_binary
@@ -74,8 +74,11 @@ def session(
     stack: AgentStack, model: AnthropicAgentModel, setup: str, calls: int, scratch: Path
 ) -> Session:
     blocks = doc_blocks()
-    hooks = {NO_HOOKS: {}, COMMAND: blocks[0], HTTP: blocks[1]}[setup]
-    configure(stack, hooks, agent_url=stack.start_agent_endpoint() if setup == HTTP else None)
+    hooks = {NO_HOOKS: {}, COMMAND: blocks[0], HTTP: blocks[1], RELAYED: blocks[0]}[setup]
+    url = stack.start_agent_endpoint() if setup in (HTTP, RELAYED) else None
+    configure(stack, hooks, agent_url=url if setup == HTTP else None)
+    # The command hooks find the running agent where MEMQ_AGENT_PORT says.
+    relay = {"MEMQ_AGENT_PORT": url.rsplit(":", 1)[1]} if url and setup == RELAYED else {}
     model.script = script(calls)
     log = scratch / "claude-debug.log"
     started = time.monotonic()
@@ -84,7 +87,8 @@ def session(
          "--permission-mode", "acceptEdits", "--allowedTools", TOOLS, "--debug-file", str(log)],
         cwd=stack.project, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
         env=stack.env(ANTHROPIC_BASE_URL=model.url, ANTHROPIC_API_KEY="sk-ant-fake-local-0000",
-                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1"),
+                      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1",
+                      **relay),
     )  # fmt: skip
     wall = time.monotonic() - started
     if done.returncode != 0:
@@ -94,9 +98,14 @@ def session(
 
 RUNNER = AgentRunner(
     agent="claude-code",
-    setups=(NO_HOOKS, COMMAND, HTTP),
+    setups=(NO_HOOKS, COMMAND, RELAYED, HTTP),
     tool_hook="PostToolUse",
-    hook_source={NO_HOOKS: "-", COMMAND: "debug log", HTTP: "debug log (POST and response lines)"},
+    hook_source={
+        NO_HOOKS: "-",
+        COMMAND: "debug log",
+        RELAYED: "debug log",
+        HTTP: "debug log (POST and response lines)",
+    },
     model=_model,
     session=session,
 )

@@ -38,6 +38,7 @@ from worker.ingest.agent_publisher import DRAIN_S, AgentPublisher
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.registry import HookPayloadError
 from worker.ingest.hook_input import prepare_all, read_hook_input
+from worker.ingest.relay import RELAY_QUERY, TARGET_HEADER, target
 from worker.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
     """The endpoint's Starlette app; the publisher's tasks run for the app's lifespan."""
     token = settings.agent_token.reveal().encode() if settings.agent_token else None
     expected = b"Bearer " + token if token else None
+    own_target = target(os.environ)
 
     async def hook(request: Request) -> Response:
         agent = request.path_params["agent"]
@@ -77,6 +79,11 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         refusal = _refusal(request, expected)
         if refusal is not None:
             return refusal
+        # A command hook's relay (worker/ingest/relay.py): answered once the events are in
+        # the spool, and only for a hook of this memq (the same Redis, data dir, project).
+        durable = request.url.query == RELAY_QUERY
+        if durable and request.headers.get(TARGET_HEADER) != own_target:
+            return _line(409, "this memq agent serves another memq's Redis or data dir")
         try:
             raw = await _read_body(request, settings.agent_max_body_bytes)
         except _BodyTooLargeError:
@@ -111,7 +118,7 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         if hook_input.resend:  # all of them: the publish script keeps the first copy of each
             events = await asyncio.to_thread(prepare_all, hook_input.resend, settings) + events
         if events:
-            late = await publisher.submit_within(events, settings.agent_stall_s)
+            late = await publisher.submit_within(events, settings.agent_stall_s, durable=durable)
             if late is not None:
                 return _line(503, late)
         return Response(output, media_type="application/json")

@@ -71,15 +71,28 @@ class AgentPublisher:
                 return
         await self._spool(events, _BEHIND_SPOOL)
 
-    async def submit_within(self, events: Sequence[PreparedEvent], timeout_s: float) -> str | None:
-        """`submit`, waited for at most `timeout_s`: None once taken, else why not (one line).
+    async def keep(self, events: Sequence[PreparedEvent]) -> None:
+        """Spool the events behind everything queued before them: on disk once this returns.
+
+        Later requests queue behind them in the spool too, so the order holds; the flush
+        publishes them within RETRY_S.
+        """
+        self._note_work()
+        self._spooling = True
+        await self._spool([*self._take_queued(), *events], _BEHIND_SPOOL)
+
+    async def submit_within(
+        self, events: Sequence[PreparedEvent], timeout_s: float, *, durable: bool = False
+    ) -> str | None:
+        """`submit` (`keep` when `durable`), waited for at most `timeout_s`: None once taken,
+        else why not (one line).
 
         A late submit goes on in the background (at most QUEUE_BATCHES of them); past that
         the events are not taken at all.
         """
         if len(self._late) >= self._queue.maxsize:
             return f"{len(self._late)} hook requests already wait for the spool: not recorded"
-        task = asyncio.create_task(self.submit(events))
+        task = asyncio.create_task(self.keep(events) if durable else self.submit(events))
         done, _ = await asyncio.wait([task], timeout=timeout_s)
         if done:
             task.result()

@@ -10,6 +10,7 @@ does not answer within MEMQ_HOOK_REDIS_TIMEOUT_MS the event waits in the spool.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
@@ -94,13 +95,13 @@ class Watchdog:
             self._timer.cancel()
 
 
-def main_fast(agent: str) -> int:
-    """The console-script fast path for `memq hook <agent>`."""
+def main_fast(agent: str, raw: bytes) -> int:
+    """The console-script fast path for `memq hook <agent>` (stdin already read: `raw`)."""
     started = time.monotonic() - _process_age_s()
     in_flight = InFlight()
     in_flight.watchdog = watchdog = Watchdog(in_flight)
     watchdog.fire_at(started + _WATCHDOG_S)
-    code = run_hook(agent, sys.stdin.buffer, os.environ, started=started, in_flight=in_flight)
+    code = run_hook(agent, io.BytesIO(raw), os.environ, started=started, in_flight=in_flight)
     watchdog.cancel()
     return code
 
