@@ -144,7 +144,18 @@ class TurnRunner:
         if plan.kind == "summarize" and answer.parsed.kind == "observations":
             exchange = Exchange(user=user, assistant=answer.text)
             state = msgspec.structs.replace(state, history=[*state.history, exchange])
+            first = answer
             answer = await self._ask(state, self.rt.mode.prompts.summary_reminder, deadline)
+            # The turn cost both calls: the usage rows (the cost view) say so, as the budget does.
+            answer = msgspec.structs.replace(
+                answer,
+                input_tokens=answer.input_tokens + first.input_tokens,
+                cached_input_tokens=answer.cached_input_tokens + first.cached_input_tokens,
+                output_tokens=answer.output_tokens + first.output_tokens,
+                cost_usd=None
+                if answer.cost_usd is None and first.cost_usd is None
+                else (answer.cost_usd or 0.0) + (first.cost_usd or 0.0),
+            )
         return state, answer
 
     async def _ask(self, state: ObserverState, user: str, deadline: float) -> Answer:

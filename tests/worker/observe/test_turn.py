@@ -124,8 +124,9 @@ async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_b
     assert session.runner.state.history == []  # no raw history kept (MEMQ_HISTORY_TURNS=0)
     assert session.runner.state.recorded == ["summary: fix it"]
     assert (await rt.gate.budget.state()).used == 330
-    # Only the answer that settled the turn is recorded as usage.
-    assert (await rt.counters.tokens())["input"] == 200
+    # Both calls are the turn's usage, so the cost view counts the reminder too.
+    tokens = await rt.counters.tokens()
+    assert (tokens["input"], tokens["output"]) == (300, 30)
 
 
 async def test_the_next_batch_is_read_in_the_commits_round_trip_when_asked(
