@@ -6,12 +6,18 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError, PayloadDecoder
+from worker.ingest.agents.registry import (
+    SESSION_START,
+    AgentHook,
+    HookPayloadError,
+    PayloadDecoder,
+    SessionId,
+)
 from worker.ingest.agents.responses import slim_response
 
 __all__ = [
@@ -25,7 +31,6 @@ __all__ = [
 ]
 
 AGENT = "claude-code"
-SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
 
 
 class ClaudeCodePayload(msgspec.Struct, frozen=True, kw_only=True):

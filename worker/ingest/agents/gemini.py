@@ -12,13 +12,19 @@ import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from pipeline.redaction.privacy import strip_private_tags
-from worker.ingest.agents.registry import SESSION_START, AgentHook, HookPayloadError, PayloadDecoder
+from worker.ingest.agents.registry import (
+    SESSION_START,
+    AgentHook,
+    HookPayloadError,
+    PayloadDecoder,
+    SessionId,
+)
 
 __all__ = [
     "AGENT",
@@ -32,7 +38,6 @@ __all__ = [
 ]
 
 AGENT = "gemini"
-SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
 
 _UNTRUSTED_OPEN = "<untrusted_context>\n"
 _UNTRUSTED_CLOSE = "\n</untrusted_context>"

@@ -32,19 +32,18 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import AgentHook, HookPayloadError, PayloadDecoder
+from worker.ingest.agents.registry import AgentHook, HookPayloadError, PayloadDecoder, SessionId
 from worker.ingest.agents.responses import slim_response
 
 __all__ = ["AGENT", "OpenCodePayload", "decode_payload", "plugin_source", "read_hook"]
 
 AGENT = "opencode"
 PLUGIN_FILE = "opencode_plugin.js"
-SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
 
 
 class OpenCodePayload(msgspec.Struct, frozen=True, kw_only=True):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Generic, NamedTuple, Protocol, TypeVar
+from typing import Annotated, Generic, NamedTuple, Protocol, TypeVar
 
 import msgspec
 
@@ -12,6 +12,8 @@ from pipeline.events import Event
 from worker.ingest.agents import AGENTS
 
 SESSION_START = "SessionStart"
+SessionId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[^\s{}]+$")]
+"""An agent's session id: it becomes the memory session (no whitespace, no braces)."""
 
 
 class HookPayloadError(Exception):
