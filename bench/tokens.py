@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import msgspec
 
+from bench.charts import Bar, Group, write_chart
 from bench.common import markdown_table
 from pipeline import compute_observation_content_hash, parse_agent_xml
 from pipeline.events import (
@@ -279,8 +280,9 @@ def _ratio(value: float, baseline: float) -> str:
 
 
 def report(corpus: Path, schemes: Sequence[Scheme], events: Sequence[Event], mode: Mode,
-           framed: float) -> None:  # fmt: skip
-    """Print one corpus's table: per scheme, input per call, per tool call, per observation."""
+           framed: float) -> Group:  # fmt: skip
+    """Print one corpus's table (per scheme, input per call, per tool call, per observation);
+    returns its billed tokens per observation as a chart group."""
     calls = sum(isinstance(e, ToolCall) for e in events)
     prompts = sum(isinstance(e, Prompt) for e in events)
     summaries = sum(isinstance(e, Summarize) for e in events)
@@ -305,9 +307,15 @@ def report(corpus: Path, schemes: Sequence[Scheme], events: Sequence[Event], mod
     print(markdown_table(headers, rows))
     stored = ", ".join(str(len(sc.observations)) for sc in schemes)
     print(f"\nStored observations per row (from {calls} tool calls): {stored}.")
+    bars = [Bar(label, sc.billed / len(sc.observations) / 4, min(i, 1))
+            for i, (label, sc) in enumerate(zip(CHART_LABELS, schemes, strict=True))]  # fmt: skip
+    return Group(f"{corpus.name} ({calls} tool calls)", bars)
 
 
 CORPORA = (CORPUS, CORPUS.parent / "json_session.jsonl")
+# The chart's short names for main()'s schemes, in its order.
+CHART_LABELS = ("original: full history", "memq: backlog", "memq: live, by need",
+                "memq: live, a turn per call", "memq: live, by need + 4 turns")  # fmt: skip
 
 
 def main() -> None:
@@ -321,6 +329,7 @@ def main() -> None:
         default=MIN_CACHE_TOKENS,
         help="the model's shortest cacheable prefix (claude-haiku-4-5: 4096)",
     )
+    p.add_argument("--chart", type=Path, help="also write the billed-tokens chart (SVG) here")
     a = p.parse_args()
     mode = load_mode("code")
     min_cache_chars = a.min_cache_tokens * 4
@@ -332,6 +341,7 @@ def main() -> None:
         f"tokens or more (~{min_cache_chars:,} chars); billed = uncached + "
         f"{CACHE_WRITE_PRICE - 1:g} x cache writes + {CACHE_READ_PRICE:g} x cache reads."
     )
+    groups = []
     for corpus in a.corpus or CORPORA:
         events = [decode_event(line) for line in corpus.read_bytes().splitlines() if line.strip()]
         base = Settings(batch_max_events=a.batch, batch_max_wait_s=a.max_wait_s, history_turns=0)
@@ -343,7 +353,11 @@ def main() -> None:
         schemes.append(memq(events, mode, each, live=True, min_cache_chars=min_cache_chars))
         history = msgspec.structs.replace(base, history_turns=4, history_chars=40_000)
         schemes.append(memq(events, mode, history, live=True, min_cache_chars=min_cache_chars))
-        report(corpus, schemes, events, mode, framed)
+        groups.append(report(corpus, schemes, events, mode, framed))
+    if a.chart:
+        title = "Billed observer input per stored observation (~tokens; the original in blue)"
+        chart = write_chart(a.chart, title, "~tokens per observation", groups, log=True)
+        print(f"\nchart: {chart}")
 
 
 if __name__ == "__main__":
