@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import msgspec
 import redis.asyncio as aioredis
 
+from bench.charts import Bar, Group, write_chart
 from bench.common import (
     CpuMeter,
     WorkerProcesses,
@@ -193,7 +194,18 @@ def report(results: list[Result], cfg: Config, noise: str) -> None:
     print(markdown_table(headers, rows))
 
 
-def parse_args() -> tuple[Config, int]:
+def chart(results: list[Result], path: Path) -> Path:
+    """Overhead percentiles per run as a bar chart (SVG), from the same results as the table."""
+    groups = []
+    for n, r in enumerate(results, 1):
+        over = [lat - obs for lat, obs in zip(r.latency_ms, r.observer_ms, strict=True)]
+        bars = [Bar(f"p{q}", percentile(over, q), i) for i, q in enumerate((50, 90, 99))]
+        groups.append(Group(f"run {n}: {r.observer}, {len(over)} events", bars))
+    title = "memq's overhead per event beside a 1-2 s observer (publish to broadcast, ms)"
+    return write_chart(path, title, "ms", groups)
+
+
+def parse_args() -> tuple[Config, int, Path | None]:
     """Command-line sizes; the defaults take about 1.5 minutes per run."""
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     p.add_argument("--processes", type=int, default=1, help="`memq worker` processes")
@@ -211,17 +223,18 @@ def parse_args() -> tuple[Config, int]:
         metavar="NAME[:WARM],…",
         help="providers to compare: anthropic, openai, claude-code, claude-code:0",
     )
+    p.add_argument("--chart", type=Path, help="also write the percentiles chart (SVG) here")
     a = p.parse_args()
     low, _, high = a.observer_latency_ms.partition(",")
     cfg = Config(processes=a.processes, concurrency=a.concurrency, batch=a.batch,
                  sessions=a.sessions, rate=a.rate, seconds=a.seconds,
                  observer_s=(int(low) / 1000, int(high or low) / 1000),
                  workdir=a.workdir, observers=tuple(a.observers.split(",")))  # fmt: skip
-    return cfg, a.runs
+    return cfg, a.runs, a.chart
 
 
 def main() -> None:
-    cfg, runs = parse_args()
+    cfg, runs, chart_path = parse_args()
     meter = CpuMeter()
     results = []
     with tempfile.TemporaryDirectory(prefix="memq-overhead-", dir=cfg.workdir) as name:
@@ -233,6 +246,8 @@ def main() -> None:
                     results.append(asyncio.run(run(cfg, server.url, obs.url, tmp, observer)))
         noise = meter.report()
     report(results, cfg, noise)
+    if chart_path:
+        print(f"\nchart: {chart(results, chart_path)}")
 
 
 if __name__ == "__main__":
