@@ -42,7 +42,7 @@ async def test_an_echoed_key_is_masked_in_the_worker_log_and_the_dead_letters(
     env = subprocess_env(
         tmp_path, redis_url, PYTHONPATH=str(REPO), MEMQ_CHROMA="off", MEMQ_OBSERVER="anthropic",
         ANTHROPIC_API_KEY=KEY, ANTHROPIC_BASE_URL=fake_observer.url, MEMQ_MAX_ATTEMPTS="1",
-        MEMQ_LOG_FORMAT="json",
+        MEMQ_LOG_FORMAT="json", MEMQ_BATCH_MAX_WAIT_S="0",  # a turn at once, not a batch's wait
     )  # fmt: skip
     await publish(arq_redis, settings, tool_call("k1", 1))
     worker = await asyncio.to_thread(_run, [console_script(), "worker", "--burst"], env)
