@@ -21,6 +21,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeSDKClient,
     ClaudeSDKError,
+    CLIJSONDecodeError,
     CLINotFoundError,
     ProcessError,
     ResultMessage,
@@ -29,11 +30,17 @@ from claude_agent_sdk import (
 
 from worker.observers.claude_code_cli import isolated_options, observer_dir
 from worker.observers.claude_code_replies import Turn, failed_turn
-from worker.observers.errors import ObserverTransientError
+from worker.observers.errors import ObserverReplyTooLargeError, ObserverTransientError
 from worker.observers.protocol import ObserverReply, ObserverRequest
+from worker.observers.sdk import DEFAULT_MAX_REPLY_BYTES
 
 PROVIDER = "claude-code"
 _STDERR_LINES = 20
+# The SDK's own limit on one stdout JSON line, set from the reply cap: JSON escaping can
+# make text up to 6 bytes a byte (\uXXXX), and the message carries its metadata too.
+_SDK_BUFFER_PER_REPLY_BYTE = 6
+_SDK_BUFFER_SLACK = 64 * 1024
+_BUFFER_OVERFLOW = "exceeded maximum buffer size"
 logger = logging.getLogger(__name__)
 
 
@@ -62,8 +69,10 @@ class ClaudeCodeObserver:
         timeout_s: float,
         warm: int,
         environ: Mapping[str, str] | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         self._model = model
+        self._max_reply_bytes = max_reply_bytes
         self._cli = cli
         self._data_dir = data_dir
         self._max_tokens = max_tokens
@@ -106,6 +115,8 @@ class ClaudeCodeObserver:
         except (ClaudeSDKError, OSError) as e:
             tail = process.stderr_tail() if process else ""
             self._discard(process)
+            if isinstance(e, CLIJSONDecodeError) and _BUFFER_OVERFLOW in str(e):
+                raise self._too_large() from e  # one message past the SDK's own line cap
             raise ObserverTransientError(_crash_message(e, tail)) from e
         except BaseException:  # cancelled: the process may be mid-turn, never reuse it
             self._discard(process)
@@ -154,6 +165,9 @@ class ClaudeCodeObserver:
             max_tokens=self._max_tokens,
             environ=self._environ,
             stderr=process.stderr.append,
+            # Our own cap (on the reply's text) trips first; the SDK's cap on one JSON line
+            # only stops a message that is mostly not text.
+            max_buffer_size=_SDK_BUFFER_PER_REPLY_BYTE * self._max_reply_bytes + _SDK_BUFFER_SLACK,
         )
         process.client = ClaudeSDKClient(options)
         await process.client.connect()
@@ -163,6 +177,8 @@ class ClaudeCodeObserver:
         assert process.client is not None
         await process.client.query(user)
         texts: list[str] = []
+        size = 0
+        overflow: str | None = None
         turn = Turn()
         async for message in process.client.receive_response():
             if isinstance(message, AssistantMessage):
@@ -171,14 +187,31 @@ class ClaudeCodeObserver:
                     turn.error = message.error
                     turn.error_text = " ".join(blocks)
                 else:
-                    texts.extend(blocks)
                     turn.model = message.model
+                    size += sum(len(b.encode()) for b in blocks)
+                    if overflow is None:
+                        texts.extend(blocks)
+                    if overflow is None and size > self._max_reply_bytes:
+                        # Keep the head only, and read on to the turn's result, so the SDK's
+                        # stream ends as usual (breaking out leaves its pipes open).
+                        overflow, texts = "\n".join(texts), []
             elif isinstance(message, ResultMessage):
                 turn.read_result(message)
         if not turn.finished:  # the CLI went away mid-turn: never an empty (skipped) reply
             raise ClaudeSDKError("the CLI ended without the turn's result")
+        if overflow is not None:
+            raise self._too_large(overflow)
         turn.text = "\n".join(texts)
         return turn
+
+    def _too_large(self, text: str = "") -> ObserverReplyTooLargeError:
+        cap = self._max_reply_bytes
+        head = text.encode()[:cap].decode("utf-8", "replace")
+        return ObserverReplyTooLargeError(
+            f"{PROVIDER} observer: reply over {cap} bytes (MEMQ_OBSERVER_MAX_REPLY_BYTES),"
+            " not read further",
+            head=head,
+        )
 
     def _release(self, system: str, process: _Process) -> None:
         """Keep the process warm (clearing its conversation now) or stop it."""

@@ -92,6 +92,7 @@ def isolated_options(
     max_tokens: int,
     environ: Mapping[str, str],
     stderr: Callable[[str], None],
+    max_buffer_size: int | None = None,
 ) -> ClaudeAgentOptions:
     """The options of one observer CLI process: memq's system prompt, no tools, no user state."""
     from claude_agent_sdk import ClaudeAgentOptions
@@ -114,6 +115,7 @@ def isolated_options(
         # No transcript under ~/.claude/projects: nothing for `claude --resume` to list.
         extra_args={"no-session-persistence": None},
         stderr=stderr,
+        max_buffer_size=max_buffer_size,
     )
 
 

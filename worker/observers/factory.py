@@ -77,6 +77,7 @@ def build_observer(settings: Settings) -> Observer:
             timeout_s=settings.observer_timeout_s,
             warm=settings.claude_code_warm,
             environ=environ,
+            max_reply_bytes=settings.observer_max_reply_bytes,
         )
     if provider == "anthropic":
         if settings.anthropic_api_key is None:

@@ -35,6 +35,7 @@ from worker.observers.claude_code_replies import quota_reset_s, usage_of
 from worker.observers.errors import (
     ObserverAuthError,
     ObserverQuotaError,
+    ObserverReplyTooLargeError,
     ObserverTransientError,
 )
 from worker.observers.protocol import ObserverRequest, Usage
@@ -174,10 +175,12 @@ async def test_not_logged_in_is_an_auth_error_telling_the_user_to_log_in(home: P
 async def test_a_cli_that_does_not_answer_in_time_is_a_retryable_timeout(
     home: Path, fake_observer: FakeObserver
 ) -> None:
-    fake_observer.script(Reply(text="<observation/>", delay_s=5))
-    observer = _observer(home, fake_observer.url, timeout_s=2.0)
+    # The timeout covers a fresh CLI's start too (the second call): 5 s leaves a loaded
+    # machine room for that, and the stuck reply (10 s) still outlasts it.
+    fake_observer.script(Reply(text="<observation/>", delay_s=10))
+    observer = _observer(home, fake_observer.url, timeout_s=5.0)
     try:
-        with pytest.raises(ObserverTransientError, match=r"no reply within 2s"):
+        with pytest.raises(ObserverTransientError, match=r"no reply within 5s"):
             await observer.complete(REQUEST)
         # the stuck process is gone; the next call starts a fresh one and succeeds
         fake_observer.reset()
@@ -334,3 +337,21 @@ def _children_named(name: str) -> list[int]:
         if rest.split()[1] == str(os.getpid()) and command.endswith(f"({name}"):
             found.append(int(stat_file.parent.name))
     return found
+
+
+async def test_a_reply_past_the_byte_cap_is_too_large_not_a_retry(
+    home: Path, fake_observer: FakeObserver
+) -> None:
+    # Retrying an oversize reply would pay for it again each time: it is permanent, as over HTTP.
+    huge = "<observation><narrative>" + "x" * 300_000 + "</narrative></observation>"
+    fake_observer.script(Reply(text=huge), Reply(text="<observation>ok</observation>"))
+    observer = _observer(home, fake_observer.url, max_reply_bytes=64 * 1024)
+    try:
+        with pytest.raises(ObserverReplyTooLargeError, match=r"reply over 65536 bytes") as caught:
+            await observer.complete(REQUEST)
+        assert 0 < len(caught.value.head.encode()) <= 64 * 1024
+        assert caught.value.head.startswith("<observation><narrative>xxx")
+        # The process that read it is not reused; the next call is answered as before.
+        assert (await observer.complete(REQUEST)).text == "<observation>ok</observation>"
+    finally:
+        await observer.aclose()
