@@ -100,6 +100,29 @@ def test_events_without_a_natural_id_get_fresh_ones() -> None:
     assert len(ids) == 3
 
 
+def test_a_request_names_its_prompt_and_its_summary_the_same_every_time_it_is_sent() -> None:
+    # A hook sent twice (a relay that timed out after spooling, then the hook's own path)
+    # must not store its prompt twice, nor ask for its summary twice.
+    prompt = json.loads((REAL / "UserPromptSubmit.json").read_text())
+    stop = json.loads((REAL / "Stop.json").read_text()) | {"transcript_path": None}
+
+    def event_id(payload: dict[str, Any], **changes: Any) -> str:
+        (event,) = _events(json.dumps(payload | changes).encode())
+        return str(event.event_id)
+
+    assert event_id(prompt) == event_id(prompt)
+    assert event_id(stop) == event_id(stop)
+    assert len({
+        event_id(prompt),
+        event_id(prompt, prompt_id="another-request"),
+        event_id(prompt, session_id="another-session"),
+        event_id(stop, prompt_id=prompt["prompt_id"], session_id=prompt["session_id"]),
+        event_id(stop, prompt_id=prompt["prompt_id"], session_id=prompt["session_id"],
+                 stop_hook_active=True),  # the same request's Stop, come again
+    }) == 5  # fmt: skip
+    assert event_id(prompt, prompt_id=None) != event_id(prompt, prompt_id=None)  # older CLIs
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [

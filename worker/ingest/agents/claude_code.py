@@ -45,6 +45,8 @@ class ClaudeCodePayload(msgspec.Struct, frozen=True, kw_only=True):
     tool_input: Any = None
     tool_response: Any = None
     tool_use_id: str | None = None
+    prompt_id: str | None = None
+    """The user request's id (UserPromptSubmit, its tool hooks, its Stop): since 2.1."""
     error: Any = None
     """PostToolUseFailure's error text (a failed command: "Exit code 1\\n<output>")."""
     is_interrupt: bool = False
@@ -87,7 +89,8 @@ def events_from_payload(
     if name == "UserPromptSubmit":
         if payload.prompt is None:
             raise HookPayloadError("UserPromptSubmit payload has no `prompt`")
-        return [Prompt(event_id=_random_id(), prompt_text=payload.prompt, **common)]
+        event_id = _keyed_id(payload.session_id, "prompt", payload.prompt_id)
+        return [Prompt(event_id=event_id, prompt_text=payload.prompt, **common)]
     if name in ("PostToolUse", "PostToolUseFailure"):
         if not payload.tool_name:
             raise HookPayloadError(f"{name} payload has no `tool_name`")
@@ -126,7 +129,10 @@ def events_from_payload(
             )
             for call in turn.calls
         ]
-        return [*missed, Summarize(event_id=_random_id(), last_assistant_message=message, **common)]
+        # A Stop another hook blocked comes again, flagged: its summary is a new one.
+        again = "again" if payload.stop_hook_active else "first"
+        summary_id = _keyed_id(payload.session_id, f"stop-{again}", payload.prompt_id)
+        return [*missed, Summarize(event_id=summary_id, last_assistant_message=message, **common)]
     if name == "SessionEnd":
         return [End(event_id=_random_id(), reason=payload.reason, **common)]
     return []  # SessionStart and hooks memq does not record
@@ -138,6 +144,15 @@ def tool_event_id(session_id: str, tool_use_id: str | None) -> str:
     if not tool_use_id:
         return _random_id()
     digest = hashlib.sha256(f"{session_id}\n{tool_use_id}".encode()).hexdigest()
+    return f"cc-{digest[:40]}"
+
+
+def _keyed_id(session_id: str, kind: str, prompt_id: str | None) -> str:
+    """A request's prompt or summary id, the same each time its hook input is sent (a relay that
+    timed out, then the hook's own path): random where the agent names no request."""
+    if not prompt_id:
+        return _random_id()
+    digest = hashlib.sha256(f"{session_id}\n{kind}\n{prompt_id}".encode()).hexdigest()
     return f"cc-{digest[:40]}"
 
 
