@@ -115,6 +115,14 @@ class Entries(enum.StrEnum):
     DEAD_LETTER = "dead_letter"  # move them to the dead letters (which acks them)
 
 
+class Conversation(enum.StrEnum):
+    """What becomes of the session's observer conversation."""
+
+    CONTINUES = "continues"  # the turn's exchange (if any) is added to it
+    KEPT = "kept"  # as it was before the turn
+    RESET = "reset"  # dropped: the next turn starts a fresh one
+
+
 class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """What the worker does about a turn; each field is one thing to carry out."""
 
@@ -127,7 +135,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     """Pause the provider fleet-wide (`<prefix>:pause:<provider>`) for this long."""
     back_off_s: float | None = None
     """Hold the provider's calls fleet-wide (`<prefix>:backoff:<provider>`): a retry-after."""
-    reset_conversation: bool = False
+    conversation: Conversation = Conversation.CONTINUES
     count_attempt: bool = False
     """Add one to the turn's failed attempts."""
     counted: int = 1
@@ -156,8 +164,10 @@ def decide(happened: Happened, policy: Policy, *, now: datetime, jitter: float) 
         case Replied():
             return _replied(happened, policy, now)
         case ReplyTooLarge(reason=reason):
+            # Never read: the conversation goes on as if the turn had not been asked.
             return Decision(outcome=Outcome.DROPPED, entries=Entries.ACK,
-                            category=TOO_LARGE_CATEGORY, reason=reason)  # fmt: skip
+                            category=TOO_LARGE_CATEGORY, reason=reason,
+                            conversation=Conversation.KEPT)  # fmt: skip
         case Bookkeeping():
             return Decision(outcome=Outcome.RECORDED, entries=Entries.ACK)
         case Failed():
@@ -204,7 +214,8 @@ def _pause(reason: str, reset_s: float | None, policy: Policy) -> Decision:
     # No announced reset (or a zero one): the configured pause.
     seconds = max(1.0, min(MAX_PAUSE_S, reset_s or policy.quota_pause_s))
     return Decision(outcome=Outcome.PAUSED, entries=Entries.KEEP, reason=reason,
-                    defer_s=seconds, pause_provider_s=seconds)  # fmt: skip
+                    defer_s=seconds, pause_provider_s=seconds,
+                    conversation=Conversation.KEPT)  # fmt: skip
 
 
 def _failed(failure: Failed, policy: Policy, jitter: float) -> Decision:
@@ -214,7 +225,7 @@ def _failed(failure: Failed, policy: Policy, jitter: float) -> Decision:
     if attempts >= policy.max_attempts:
         # A fresh observer conversation: whatever confused this one is gone.
         return Decision(outcome=Outcome.DEAD, entries=Entries.DEAD_LETTER,
-                        reason=failure.reason, reset_conversation=True,
+                        reason=failure.reason, conversation=Conversation.RESET,
                         counted=failure.entries)  # fmt: skip
     delay = backoff_delay_s(
         policy.retry_base_s,
@@ -231,6 +242,7 @@ def _failed(failure: Failed, policy: Policy, jitter: float) -> Decision:
         # The provider wants every caller to wait, not just this session.
         back_off_s=failure.retry_after_s or None,
         count_attempt=True,
+        conversation=Conversation.KEPT,
     )
 
 
@@ -238,10 +250,13 @@ def _refused(refusal: Refused, jitter: float) -> Decision:
     if refusal.kind is RefusalKind.PROVIDER_PAUSED:
         # Another worker paused the provider (and counted it): wait it out, keep the batch.
         return Decision(outcome=Outcome.PAUSED, entries=Entries.KEEP, reason=refusal.reason,
-                        defer_s=refusal.wait_s, counted=0)  # fmt: skip
+                        defer_s=refusal.wait_s, counted=0,
+                        conversation=Conversation.KEPT)  # fmt: skip
     if refusal.kind is RefusalKind.BUDGET:
         return Decision(outcome=Outcome.PAUSED, entries=Entries.KEEP, category=BUDGET_CATEGORY,
-                        reason=refusal.reason, defer_s=refusal.wait_s)  # fmt: skip
+                        reason=refusal.reason, defer_s=refusal.wait_s,
+                        conversation=Conversation.KEPT)  # fmt: skip
     # Jitter: sessions throttled together should not all come back at the same instant.
     return Decision(outcome=Outcome.THROTTLED, entries=Entries.KEEP, reason=refusal.reason,
-                    defer_s=refusal.wait_s * (1 + 0.25 * jitter))  # fmt: skip
+                    defer_s=refusal.wait_s * (1 + 0.25 * jitter),
+                    conversation=Conversation.KEPT)  # fmt: skip

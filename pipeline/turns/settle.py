@@ -148,7 +148,7 @@ def settle(
         reset_at=_reset_at(answer.text),
     )
     decision = decide(replied, policy, now=now, jitter=_NO_JITTER)
-    if decision.entries is not Entries.ACK:
+    if decision.entries is not Entries.ACK:  # a pause: nothing written, the conversation kept
         return Settled(decision=decision, rows=TurnRows(), state=state)
     created_at = plan.events[0].occurred_at
     event_ids = [e.event_id for e in plan.events]

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import cast
 
-from pipeline.turns.decide import Decision, Entries, Failed, FailureKind, decide
+from pipeline.turns.decide import Conversation, Decision, Entries, Failed, FailureKind, decide
 from worker.observe.runtime import Runtime
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
@@ -81,7 +81,7 @@ class Carrier:
                 reason,
                 extra={"provider": self.rt.observer.provider, "pause_s": decision.defer_s},
             )
-        if decision.reset_conversation:
+        if decision.conversation is Conversation.RESET:
             # A fresh observer conversation, and the dead turn's attempts and kept reply gone.
             await self.rt.redis.delete(self.rt.keys.observer(self.session), attempts, self.kept_key)
         if decision.back_off_s:

@@ -20,7 +20,7 @@ from pipeline.prompting.conversation import (
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
 from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps
-from pipeline.turns.decide import FailureKind
+from pipeline.turns.decide import Conversation, FailureKind
 from pipeline.turns.own_tools import OWN_TOOL_REASON
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
@@ -273,6 +273,6 @@ class TurnRunner:
         pause, retry, or dead-letter its entries once MEMQ_MAX_ATTEMPTS is reached."""
         decision = await self.carrier.failed(kind, reason, entries, retry_after_s=retry_after_s,
                                              reset_after_s=reset_after_s)  # fmt: skip
-        if decision.reset_conversation:
+        if decision.conversation is Conversation.RESET:
             self.state = None
         return decision.result
