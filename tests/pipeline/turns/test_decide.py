@@ -16,7 +16,7 @@ from typing import Literal
 import pytest
 
 from pipeline.backoff import MAX_RETRY_AFTER_S
-from pipeline.outcomes import Outcome
+from pipeline.outcomes import JobResult, Outcome
 from pipeline.turns.decide import (
     MAX_PAUSE_S,
     Bookkeeping,
@@ -259,3 +259,17 @@ def test_the_last_attempt_is_the_one_that_reaches_the_max() -> None:
             _failed(FailureKind.TRANSIENT, attempts=4), POLICY, now=NOW, jitter=0.5
         ).conversation
     )
+
+
+def test_every_decision_that_stops_a_job_names_its_result() -> None:
+    stops = [
+        d.outcome
+        for examples in EXAMPLES.values()
+        for happened, _ in examples
+        if (d := decide(happened, POLICY, now=NOW, jitter=0.5)).stop
+    ]
+    assert {JobResult.stopped_by(o) for o in stops} == {
+        JobResult.PAUSED,
+        JobResult.RETRY,
+        JobResult.THROTTLED,
+    }
