@@ -15,6 +15,8 @@ import msgspec
 
 from pipeline.backoff import backoff_delay_s
 from pipeline.outcomes import Outcome, TurnResult, dropped_category
+from pipeline.replies.classify import OutputCategory
+from pipeline.replies.parser import ParseKind
 from pipeline.turns.caps import CAPPED_CATEGORY
 
 MAX_PAUSE_S = 6 * 3600
@@ -39,9 +41,9 @@ class Replied(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
     turn_kind: Literal["observe", "summarize"]
     valid: bool
-    parse_kind: str
+    parse_kind: ParseKind
     """`parse_agent_xml`'s kind: observations, summary, skip or invalid."""
-    classification: str
+    classification: OutputCategory
     """`classify_observer_output`: idle, xml, quota, auth or prose."""
     parse_reason: str | None = None
     capped: str | None = None

@@ -262,6 +262,7 @@ async def _dead_letter(
     """Move undecodable entries to the dead letters, counted and logged."""
     if not bad:
         return
+    # No wait to spread: an undecodable entry is dead-lettered at once.
     decision = decide(Undecodable(entries=len(bad)), rt.settings.decision_policy,
                       now=datetime.now(UTC), jitter=0.0)  # fmt: skip
     await stream.dead_letter(lease.token, bad)

@@ -17,6 +17,8 @@ import pytest
 
 from pipeline.backoff import MAX_RETRY_AFTER_S
 from pipeline.outcomes import JobResult, Outcome
+from pipeline.replies.classify import OutputCategory
+from pipeline.replies.parser import ParseKind
 from pipeline.turns.decide import (
     MAX_PAUSE_S,
     Bookkeeping,
@@ -48,8 +50,8 @@ def _fine(_: Decision) -> bool:
 
 
 def _reply(
-    parse_kind: str,
-    classification: str = "xml",
+    parse_kind: ParseKind,
+    classification: OutputCategory = "xml",
     *,
     turn_kind: Literal["observe", "summarize"] = "observe",
     parse_reason: str | None = None,
@@ -224,7 +226,7 @@ def test_decide_answers_each_row_of_the_docs_table(row: Row) -> None:
             assert str(d.outcome) == row.outcome, where
         entries = "kept" if d.entries is Entries.KEEP else "acked"
         assert row.entries.split(",")[0] == entries, where
-        assert d.stop is (d.entries is Entries.KEEP), where
+        assert d.stop is (d.entries is Entries.KEEP) is d.result.stop, where
         dead = d.entries is Entries.DEAD_LETTER
         assert dead is row.outcome.startswith("dead"), where
         assert row.conversation == str(d.conversation), where
