@@ -1,7 +1,9 @@
 """Carrying out a turn's decision when it is not a commit: pause, retry, dead-letter, reset.
 
-What to do is `pipeline.turns.decide`'s; this module only does it, in the order that keeps a
-crash harmless (the attempt is counted before anything else, the conversation reset last).
+What to do is `pipeline.turns.decide`'s; this module only does it, in the turn runner's old
+order: the attempt counted first (a crash after it still counts it), the entries dead-lettered
+before the outcome is counted, the conversation reset once they are gone, the fleet-wide
+backoff last.
 """
 
 from __future__ import annotations
