@@ -209,7 +209,8 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
                                max_chars=s.batch_max_chars, sizes=sizes):  # fmt: skip
             current = conversation_state(mode, session, state, plan)
             if plan.kind == "record":
-                state = record(session, plan, current).state
+                state = record(session, plan, current, policy=s.decision_policy,
+                               now=plan.events[-1].occurred_at).state  # fmt: skip
                 continue
             user, told = user_message(mode, plan, current, s.field_budget_chars)
             prefix = current.system + "".join(t.user + t.assistant for t in current.history)
@@ -225,7 +226,7 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
                             parsed=parse_agent_xml(reply, valid_types=mode.type_ids))  # fmt: skip
             now = plan.events[-1].occurred_at
             state = settle(session, plan, current, answer, told=told, history=limits,
-                           now=now).state  # fmt: skip
+                           now=now, policy=s.decision_policy).state  # fmt: skip
     return scheme
 
 

@@ -1,4 +1,4 @@
-"""Job outcomes (DESIGN's table) and the pure rules that pick one."""
+"""The names of what happens: a turn's outcome (docs/events.md's table), a job's result."""
 
 from __future__ import annotations
 
@@ -53,6 +53,27 @@ class TurnResult(msgspec.Struct, frozen=True, kw_only=True):
     def label(self) -> str:
         """`dropped:prose`, `stored`, … as logs and metrics show it."""
         return f"{self.outcome}:{self.category}" if self.category else str(self.outcome)
+
+
+class JobResult(enum.StrEnum):
+    """How an `observe_session` job ended: the one word arq logs for it."""
+
+    DRAINED = "drained"  # the stream has nothing more for now
+    ENDED = "ended"  # the session ended and its stream is drained and gone
+    YIELDED = "yielded"  # MEMQ_TURNS_PER_JOB used: the session goes to the back of the queue
+    WAITING = "waiting"  # too little to be worth a call yet: back when it is due
+    STOPPING = "stopping"  # the worker is shutting down: another one takes over
+    BUSY = "busy"  # another job still holds the session's lease
+    FENCED = "fenced"  # the lease was lost to a newer holder
+    ERROR = "error"  # something failed (storage down, a Redis blip, a bug): retried later
+    PAUSED = "paused"  # a turn was paused (quota, budget): back after the pause
+    RETRY = "retry"  # a turn failed and is retried after its backoff
+    THROTTLED = "throttled"  # a turn was held back by the fleet's rate limits
+
+    @classmethod
+    def stopped_by(cls, outcome: Outcome) -> JobResult:
+        """The result of a job stopped by a turn that keeps its entries."""
+        return cls(str(outcome))
 
 
 def dropped_category(classification: str, parse_reason: str | None) -> str:

@@ -7,8 +7,9 @@ from collections.abc import Callable
 
 import msgspec
 
-MAX_RETRY_AFTER_S = 6 * 3600
-"""The longest server retry-after honoured (the same bound as a quota pause)."""
+from pipeline.backoff import MAX_RETRY_AFTER_S, backoff_delay_s
+
+__all__ = ["MAX_RETRY_AFTER_S", "Backoff"]
 
 
 class Backoff(msgspec.Struct, frozen=True, kw_only=True):
@@ -26,14 +27,12 @@ class Backoff(msgspec.Struct, frozen=True, kw_only=True):
         retry_after_s: float | None = None,
         rand: Callable[[], float] = random.random,
     ) -> float:
-        """Seconds to wait after failed attempt `attempt` (1 = the first).
-
-        `max_s` caps our own backoff only: retrying before a server's retry-after just earns
-        another 429, so that wait is honoured up to MAX_RETRY_AFTER_S.
-        """
-        delay = min(self.max_s, self.base_s * 2.0 ** min(max(0, attempt - 1), 60))
-        if self.jitter:
-            delay *= 0.5 + 0.5 * rand()
-        if retry_after_s is not None:
-            return max(delay, min(retry_after_s, MAX_RETRY_AFTER_S))
-        return delay
+        """Seconds to wait after failed attempt `attempt` (1 = the first); the formula is
+        `pipeline.backoff.backoff_delay_s`, with `rand()` as its jitter."""
+        return backoff_delay_s(
+            self.base_s,
+            self.max_s,
+            attempt,
+            jitter=rand() if self.jitter else None,
+            retry_after_s=retry_after_s,
+        )

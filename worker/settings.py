@@ -11,6 +11,7 @@ import msgspec
 from worker.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pipeline.turns.decide import Policy
     from worker.backoff import Backoff
 
 PositiveInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -173,6 +174,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         from worker.backoff import Backoff
 
         return Backoff(base_s=self.retry_base_s, max_s=self.retry_max_s)
+
+    @property
+    def decision_policy(self) -> Policy:
+        """The settings the turn decision table reads (`pipeline.turns.decide`)."""
+        from pipeline.turns.decide import Policy
+
+        return Policy(
+            quota_pause_s=self.quota_pause_s,
+            max_attempts=self.max_attempts,
+            retry_base_s=self.retry_base_s,
+            retry_max_s=self.retry_max_s,
+        )
 
     @property
     def data_path(self) -> Path:

@@ -11,7 +11,7 @@ from datetime import datetime
 import msgspec
 
 from pipeline.events import Prompt
-from pipeline.outcomes import Outcome, TurnResult, dropped_category
+from pipeline.outcomes import TurnResult
 from pipeline.prompting.conversation import (
     Exchange,
     ObserverState,
@@ -32,10 +32,22 @@ from pipeline.replies.parser import ParseResult
 from pipeline.replies.textnorm import one_line_plain
 from pipeline.turns.batching import TurnPlan
 from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps, cap_observations
+from pipeline.turns.decide import (
+    TOO_LARGE_CATEGORY,
+    Bookkeeping,
+    Decision,
+    Entries,
+    Policy,
+    Replied,
+    ReplyTooLarge,
+    decide,
+)
 from pipeline.turns.turn_records import observation_records, summary_record
 
+__all__ = ["TOO_LARGE_CATEGORY"]  # dead letters name a too-large reply by it
+
 DROPPED_RAW_CHARS = 16_000
-TOO_LARGE_CATEGORY = "too_large"
+_NO_JITTER = 0.0  # what a turn gets for its reply, its size or its bookkeeping draws no jitter
 _LINE_CHARS = 120
 
 
@@ -61,16 +73,20 @@ class HistoryLimits(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Settled(msgspec.Struct, frozen=True, kw_only=True):
-    """A settled turn: its outcome, its rows and the conversation after it.
+    """A settled turn: `decide`'s decision, its rows and the conversation after it.
 
-    A PAUSED result writes nothing and keeps the conversation; `pause_s` is the provider's
-    announced reset (None: the configured pause).
+    A decision that keeps the entries (a PAUSED reply) writes nothing and keeps the
+    conversation.
     """
 
-    result: TurnResult
+    decision: Decision
     rows: TurnRows
     state: ObserverState
-    pause_s: float | None = None
+
+    @property
+    def result(self) -> TurnResult:
+        """The turn's result as counted and logged."""
+        return self.decision.result
 
 
 def prompt_records(session: str, plan: TurnPlan) -> list[PromptRecord]:
@@ -88,10 +104,13 @@ def prompt_records(session: str, plan: TurnPlan) -> list[PromptRecord]:
     ]
 
 
-def record(session: str, plan: TurnPlan, state: ObserverState) -> Settled:
+def record(
+    session: str, plan: TurnPlan, state: ObserverState, *, policy: Policy, now: datetime
+) -> Settled:
     """A bookkeeping turn (prompts, an end): no observer call, its requests stored."""
     rows = TurnRows(prompts=prompt_records(session, plan))
-    return Settled(result=TurnResult(outcome=Outcome.RECORDED), rows=rows, state=state)
+    decision = decide(Bookkeeping(), policy, now=now, jitter=_NO_JITTER)
+    return Settled(decision=decision, rows=rows, state=state)
 
 
 def settle(
@@ -103,38 +122,41 @@ def settle(
     told: Prompt | None,
     history: HistoryLimits,
     now: datetime,
+    policy: Policy,
     caps: TurnCaps | None = None,
 ) -> Settled:
-    """Decide a turn from the observer's answer: stored, skipped, dropped or paused.
+    """Settle a turn from the observer's answer, as `decide` rules: stored, skipped, dropped
+    or paused.
 
     `state` is the conversation the answer continues; `told` the new request the turn's
     message showed the observer (if any); `caps` what the turn may store (None: no cap).
     """
     parsed = answer.parsed
-    category: str = classify_observer_output(answer.text)
-    if not parsed.valid and category in ("quota", "auth"):
-        reason = f"observer replied with {category} prose"
-        return Settled(
-            result=TurnResult(outcome=Outcome.PAUSED, reason=reason),
-            rows=TurnRows(),
-            state=state,
-            pause_s=_reset_s(answer.text, now),
-        )
-    # The mode's skip guidance says "to skip, return an empty reply": that is a skip,
-    # not a dropped reply (only a summary turn has its own <skip_summary/>).
-    skipped = parsed.kind == "skip" or (category == "idle" and plan.kind == "observe")
+    stores_observations = parsed.kind == "observations" and plan.kind == "observe"
+    kept = list(parsed.observations) if stores_observations else []
+    cut: str | None = None
+    if stores_observations and caps is not None:
+        capped = cap_observations(kept, caps)
+        kept, cut = capped.observations, capped.reason
+    replied = Replied(
+        turn_kind="summarize" if plan.kind == "summarize" else "observe",
+        valid=parsed.valid,
+        parse_kind=parsed.kind,
+        classification=classify_observer_output(answer.text),
+        parse_reason=parsed.reason,
+        capped=cut,
+        reset_at=_reset_at(answer.text),
+    )
+    decision = decide(replied, policy, now=now, jitter=_NO_JITTER)
+    if decision.entries is not Entries.ACK:  # a pause: nothing written, the conversation kept
+        return Settled(decision=decision, rows=TurnRows(), state=state)
     created_at = plan.events[0].occurred_at
     event_ids = [e.event_id for e in plan.events]
     prompt_number = state.prompt_number or None
     observations: list[ObservationRecord] = []
     summaries: list[SummaryRecord] = []
     dropped: list[DroppedOutput] = []
-    cut: str | None = None
-    if parsed.kind == "observations" and plan.kind == "observe":
-        kept = list(parsed.observations)
-        if caps is not None:
-            capped = cap_observations(kept, caps)
-            kept, cut = capped.observations, capped.reason
+    if stores_observations:
         observations = observation_records(
             kept,
             plan.tool_calls,
@@ -155,25 +177,13 @@ def settle(
             model=answer.model,
         )
         summaries = [summary]
-    elif not skipped:
-        category = (
-            "summary_as_observation" if parsed.valid else dropped_category(category, parsed.reason)
-        )
-        dropped = [
-            _dropped(session, state.project, category, answer.text, event_ids, now,
-                     parsed.reason, plan)
-        ]  # fmt: skip
-    if dropped:
-        result = TurnResult(outcome=Outcome.DROPPED, category=category, reason=parsed.reason)
-    elif skipped:
-        result = TurnResult(outcome=Outcome.SKIPPED)
-    elif cut is not None:
-        # Stored, with a dropped-reply row that keeps the reply's head and what was left out.
-        dropped = [_dropped(session, state.project, CAPPED_CATEGORY, answer.text, event_ids,
-                            now, cut, plan)]  # fmt: skip
-        result = TurnResult(outcome=Outcome.STORED, category=CAPPED_CATEGORY, reason=cut)
-    else:
-        result = TurnResult(outcome=Outcome.STORED)
+    if decision.category is not None:
+        # A dropped reply, or a capped one that was stored: a dropped-reply row keeps its head
+        # and what was wrong with it (or left out).
+        category = decision.category
+        reason = cut if category == CAPPED_CATEGORY else parsed.reason
+        dropped = [_dropped(session, state.project, category, answer.text, event_ids, now,
+                            reason, plan)]  # fmt: skip
     usage = TokenUsage(
         memory_session_id=session,
         project=state.project,
@@ -205,7 +215,7 @@ def settle(
         dropped=dropped,
         usage=[usage],
     )
-    return Settled(result=result, rows=rows, state=after)
+    return Settled(decision=decision, rows=rows, state=after)
 
 
 def recorded_lines(
@@ -238,19 +248,21 @@ def _dropped(
 
 
 def oversized(
-    session: str, plan: TurnPlan, state: ObserverState, reason: str, head: str, now: datetime
-) -> Settled:
+    session: str, plan: TurnPlan, state: ObserverState, reason: str, head: str, *,
+    policy: Policy, now: datetime,
+) -> Settled:  # fmt: skip
     """A reply too large to read (`MEMQ_OBSERVER_MAX_REPLY_BYTES`): dropped, its head kept."""
+    decision = decide(ReplyTooLarge(reason=reason), policy, now=now, jitter=_NO_JITTER)
     event_ids = [e.event_id for e in plan.events]
-    row = _dropped(session, state.project, TOO_LARGE_CATEGORY, head, event_ids, now, reason, plan)
+    category = decision.category or TOO_LARGE_CATEGORY
+    row = _dropped(session, state.project, category, head, event_ids, now, reason, plan)
     rows = TurnRows(prompts=prompt_records(session, plan), dropped=[row])
-    result = TurnResult(outcome=Outcome.DROPPED, category=TOO_LARGE_CATEGORY, reason=reason)
-    return Settled(result=result, rows=rows, state=state)
+    return Settled(decision=decision, rows=rows, state=state)
 
 
-def _reset_s(text: str, now: datetime) -> float | None:
-    """A unix reset time in the quota prose (`…|1730000000`), as seconds from `now`."""
+def _reset_at(text: str) -> float | None:
+    """A unix reset time in the quota prose (`…|1730000000`)."""
     hint = quota_reset_hint(text)
     if hint is not None and hint.strip().isdigit():
-        return max(1.0, int(hint.strip()) - now.timestamp())
+        return float(int(hint.strip()))
     return None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from arq.connections import ArqRedis
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver
 from tests.support.feed_rows import observation, store_rows
 from tests.support.worker_checks import observations, unacked, wait_until
@@ -203,7 +204,7 @@ async def test_a_second_run_of_a_busy_session_stands_aside(
         slow = asyncio.create_task(observe(rt, "b1", job_id))
         try:
             await _wait_for_requests(fake_observer, 1)
-            assert await observe(rt, "b1", job_id) == "busy"
+            assert await observe(rt, "b1", job_id) is JobResult.BUSY
             # It asks to look again once the holder's lease could have expired.
             later = rt.keys.job_id("b1", 2)
             assert await arq_redis.get(rt.keys.scheduled("b1")) == later.encode()
@@ -212,7 +213,7 @@ async def test_a_second_run_of_a_busy_session_stands_aside(
             assert score / 1000 - time.time() > rt.lease_ttl_ms / 1000 - 2
         finally:
             fake_observer.release()
-            assert await slow == "drained"
+            assert await slow is JobResult.DRAINED
     assert len(fake_observer.requests) == 1
     assert len(await observations(settings, "b1")) == 3
 

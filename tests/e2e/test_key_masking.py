@@ -16,6 +16,7 @@ import msgspec
 import pytest
 from arq.connections import ArqRedis
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.worker_checks import dead_letters, outcomes
@@ -71,7 +72,7 @@ async def test_an_echoed_key_is_masked_in_the_pause_key_and_the_log(
     await publish(arq_redis, settings, tool_call("k2", 1))
     with caplog.at_level(logging.DEBUG):
         async with running_runtime(settings, arq_redis) as rt:
-            assert await observe(rt, "k2", rt.keys.job_id("k2", 1)) == "paused"
+            assert await observe(rt, "k2", rt.keys.job_id("k2", 1)) is JobResult.PAUSED
             pause = await rt.redis.get(rt.keys.pause("anthropic"))
     assert pause is not None
     assert b"bad key; request headers: " in pause

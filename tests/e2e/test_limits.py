@@ -12,6 +12,7 @@ import msgspec
 import pytest
 from arq.connections import ArqRedis
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver, RecordedRequest, Reply, deterministic_reply
 from tests.support.worker_checks import observations, outcomes, unacked
 from tests.support.worker_harness import (
@@ -56,10 +57,10 @@ async def test_a_spent_daily_budget_pauses_the_session_and_a_raised_one_loses_no
     await publish(arq_redis, settings, *[tool_call("b1", n) for n in range(3)])
     async with running_runtime(settings, arq_redis) as rt:
         # The first call is allowed (nothing used yet); its reported tokens spend the budget.
-        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) == "paused"
+        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) is JobResult.PAUSED
         assert await _deferred_s(rt, "b1", 2) <= 0.3
         # Looking again with the budget unchanged makes no call.
-        assert await observe(rt, "b1", rt.keys.job_id("b1", 2)) == "paused"
+        assert await observe(rt, "b1", rt.keys.job_id("b1", 2)) is JobResult.PAUSED
         used = await _tokens_used(rt)
         state = await Budget(rt.redis, rt.keys, per_day=1, per_project=0, recheck_s=1).state()
         # The runs above were called directly: only the last deferral stays queued.
@@ -97,7 +98,7 @@ async def test_a_paused_budget_waits_at_most_the_recheck_interval_or_until_midni
     )
     await publish(arq_redis, settings, tool_call("b1", 1), tool_call("b1", 2))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) == "paused"
+        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) is JobResult.PAUSED
         expected = min(60.0, seconds_to_midnight(datetime.now(UTC)))
         assert expected - 2 <= await _deferred_s(rt, "b1", 2) <= expected
 
@@ -124,7 +125,7 @@ async def test_the_per_project_budget_keeps_one_project_from_spending_anothers(
     await publish(arq_redis, settings, *[tool_call("b1", n, project="beta") for n in range(2)])
     async with running_runtime(settings, arq_redis) as rt:
         for session in ("a1", "b1"):
-            assert await observe(rt, session, rt.keys.job_id(session, 1)) == "paused"
+            assert await observe(rt, session, rt.keys.job_id(session, 1)) is JobResult.PAUSED
     asked = {s: sum(f"<memory_session_id>{s}<" in r.system for r in fake_observer.requests)
              for s in ("a1", "b1")}  # fmt: skip
     assert asked == calls
@@ -141,7 +142,7 @@ async def test_over_the_rate_limit_a_turn_is_throttled_and_not_a_failed_attempt(
     )
     await publish(arq_redis, settings, *[tool_call("r1", n) for n in range(4)])
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "r1", rt.keys.job_id("r1", 1)) == "throttled"
+        assert await observe(rt, "r1", rt.keys.job_id("r1", 1)) is JobResult.THROTTLED
         # Two calls a minute: the third waits ~30 s, with up to 25 % jitter.
         assert 28 <= await _deferred_s(rt, "r1", 2) <= 37.6
         assert len(fake_observer.requests) == 2
@@ -151,7 +152,7 @@ async def test_over_the_rate_limit_a_turn_is_throttled_and_not_a_failed_attempt(
         assert (counts["throttled"], counts["retry"], counts["stored"]) == (1, 0, 2)
         # A minute later the bucket is full again and the throttled turn goes through.
         await rt.redis.delete(rt.keys.rate_limit("anthropic", "test-model"))
-        assert await observe(rt, "r1", rt.keys.job_id("r1", 2)) == "drained"
+        assert await observe(rt, "r1", rt.keys.job_id("r1", 2)) is JobResult.DRAINED
     assert len(await observations(settings, "r1")) == 4
     assert await unacked(arq_redis, settings, "r1") == (0, 0)
 
@@ -168,7 +169,7 @@ async def test_a_short_rate_limit_wait_is_slept_inside_the_turn(
         await other.acquire()
     await publish(arq_redis, settings, *[tool_call("w1", n) for n in range(3)])
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "w1", rt.keys.job_id("w1", 1)) == "drained"
+        assert await observe(rt, "w1", rt.keys.job_id("w1", 1)) is JobResult.DRAINED
     times = [r.received_at for r in fake_observer.requests]
     assert len(times) == 3
     assert all(later - earlier >= 0.4 for earlier, later in itertools.pairwise(times))
@@ -190,7 +191,7 @@ async def test_tokens_per_minute_are_charged_with_the_usage_the_api_reported(
     )
     await publish(arq_redis, settings, tool_call("t1", 1), tool_call("t1", 2))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "t1", rt.keys.job_id("t1", 1)) == "throttled"
+        assert await observe(rt, "t1", rt.keys.job_id("t1", 1)) is JobResult.THROTTLED
         # 1800 tokens against 600 a minute: 1201 must refill before the next call.
         owed_s = (1800 - 600 + 1) * 60 / 600
         assert owed_s - 2 <= await _deferred_s(rt, "t1", 2) <= owed_s * 1.25
@@ -213,16 +214,16 @@ async def test_a_retry_after_holds_every_session_not_only_the_one_that_got_it(
     )
     await publish(arq_redis, settings, tool_call("x1", 1), tool_call("y1", 1))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "x1", rt.keys.job_id("x1", 1)) == "retry"
+        assert await observe(rt, "x1", rt.keys.job_id("x1", 1)) is JobResult.RETRY
         result = await observe(rt, "y1", rt.keys.job_id("y1", 1))
         counts = await outcomes(arq_redis, settings)
         if slept:
-            assert result == "drained"
+            assert result is JobResult.DRAINED
             first, second = fake_observer.requests
             assert second.received_at - first.received_at >= 0.6
             assert counts["throttled"] == 0
         else:
-            assert result == "throttled"
+            assert result is JobResult.THROTTLED
             assert len(fake_observer.requests) == 1
             assert 4 <= await _deferred_s(rt, "y1", 2) <= 5 * 1.25
             assert counts["throttled"] == 1
@@ -239,7 +240,7 @@ async def test_tokens_of_a_reply_that_stores_nothing_still_count_against_the_bud
     await publish(arq_redis, settings, tool_call("q1", 0))
     fake_observer.script(Reply(text=QUOTA_PROSE, input_tokens=700, output_tokens=40))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "q1", rt.keys.job_id("q1", 1)) == "paused"
+        assert await observe(rt, "q1", rt.keys.job_id("q1", 1)) is JobResult.PAUSED
         state = await Budget(rt.redis, rt.keys, per_day=1, per_project=0, recheck_s=1).state()
         await rt.redis.delete(rt.keys.pause("anthropic"))
         await rt.redis.zrem(rt.keys.queue, rt.keys.job_id("q1", 1))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from arq.connections import ArqRedis
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.worker_checks import dropped_rows, observations, outcomes, unacked
@@ -43,9 +44,9 @@ async def test_ten_thousand_observations_for_one_call_store_the_cap_with_a_reaso
     fake_observer.script(Reply(text=reply))
     await publish(arq_redis, settings, tool_call("c1", 1), tool_call("c2", 1))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "c1", rt.keys.job_id("c1", 1)) == "drained"
+        assert await observe(rt, "c1", rt.keys.job_id("c1", 1)) is JobResult.DRAINED
         # Another session is not held back by the capped one.
-        assert await observe(rt, "c2", rt.keys.job_id("c2", 1)) == "drained"
+        assert await observe(rt, "c2", rt.keys.job_id("c2", 1)) is JobResult.DRAINED
     stored = await observations(settings, "c1")
     assert [r.title for r in stored] == [f"finding {n}" for n in range(20)]
     first = stored[0]
@@ -83,7 +84,7 @@ async def test_a_reply_past_the_byte_cap_is_dropped_with_its_reason_and_not_aske
     fake_observer.script(Reply(text=_observation(1, "z" * 5_000_000)))
     await publish(arq_redis, settings, tool_call("b1", 1), tool_call("b1", 2))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) == "drained"
+        assert await observe(rt, "b1", rt.keys.job_id("b1", 1)) is JobResult.DRAINED
     [row] = await dropped_rows(settings)
     assert row.category == "too_large"
     assert row.reason == (
@@ -107,11 +108,11 @@ async def test_a_dripping_reply_holds_an_attempt_no_longer_than_the_observer_tim
     await publish(arq_redis, settings, tool_call("d1", 1))
     async with running_runtime(settings, arq_redis) as rt:
         started = time.monotonic()
-        assert await observe(rt, "d1", rt.keys.job_id("d1", 1)) == "retry"
+        assert await observe(rt, "d1", rt.keys.job_id("d1", 1)) is JobResult.RETRY
         held_s = time.monotonic() - started
         # The retry asks again (the deterministic fake now answers at once) and stores.
         await rt.redis.zrem(rt.keys.queue, rt.keys.job_id("d1", 2))
-        assert await observe(rt, "d1", rt.keys.job_id("d1", 3)) == "drained"
+        assert await observe(rt, "d1", rt.keys.job_id("d1", 3)) is JobResult.DRAINED
     assert held_s < 2.5
     assert len(await observations(settings, "d1")) == 1
     counts = await outcomes(arq_redis, settings)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from arq.connections import ArqRedis
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_checks import dead_letters, observations, outcomes, unacked
 from tests.support.worker_harness import (
@@ -69,7 +70,7 @@ async def test_a_failing_commit_keeps_the_reply_counts_attempts_and_dead_letters
         for job in range(1, 4):
             results.append(await observe(rt, "m1", rt.keys.job_id("m1", job)))
     # The third attempt dead-letters the turn; the job then finds the stream drained.
-    assert results == ["retry", "retry", "drained"]
+    assert results == [JobResult.RETRY, JobResult.RETRY, JobResult.DRAINED]
     assert len(fake_observer.requests) == 2  # the one turn was asked once, not on every retry
     [dead] = await dead_letters(arq_redis, settings)
     assert "retries exhausted: storage failed: SQLite " in dead["reason"]
@@ -96,7 +97,7 @@ async def test_storage_failing_before_the_turn_counts_too_and_the_observer_is_as
     async with running_runtime(settings, arq_redis) as rt:
         for job in range(1, 4):
             results.append(await observe(rt, "p1", rt.keys.job_id("p1", job)))
-    assert results == ["retry", "retry", "drained"]
+    assert results == [JobResult.RETRY, JobResult.RETRY, JobResult.DRAINED]
     assert len(fake_observer.requests) == 2  # one for "ok", one for p1's turn
     [dead] = await dead_letters(arq_redis, settings)
     assert dead["reason"].startswith("retries exhausted: storage failed: SQLite ")
@@ -116,12 +117,12 @@ async def test_a_commit_that_fails_once_is_committed_from_the_kept_reply(
     original = _malform_observations(db)
     await publish(arq_redis, settings, tool_call("m2", 1))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "m2", rt.keys.job_id("m2", 1)) == "retry"
+        assert await observe(rt, "m2", rt.keys.job_id("m2", 1)) is JobResult.RETRY
     db.write_bytes(original)  # the disk is repaired
     # A call published meanwhile waits for the kept turn: its own turn comes after.
     await publish(arq_redis, settings, tool_call("m2", 2))
     async with running_runtime(settings, arq_redis) as rt:
-        assert await observe(rt, "m2", rt.keys.job_id("m2", 2)) == "drained"
+        assert await observe(rt, "m2", rt.keys.job_id("m2", 2)) is JobResult.DRAINED
     assert len(fake_observer.requests) == 1 + 2  # m2's first turn once, its second once
     assert len(await observations(settings, "m2")) == 2
     counts = await outcomes(arq_redis, settings)
@@ -156,14 +157,14 @@ async def test_readyz_is_not_ready_while_commits_fail_and_ready_once_one_works(
         assert await _get(f"{url}/readyz") == (200, "ready\n")
         rt = await build_runtime(settings, arq_redis, metrics)
         try:
-            assert await observe(rt, "r1", rt.keys.job_id("r1", 1)) == "retry"
+            assert await observe(rt, "r1", rt.keys.job_id("r1", 1)) is JobResult.RETRY
             failing = await _get(f"{url}/readyz")
         finally:
             await close_runtime(rt)
         db.write_bytes(original)  # repaired; a restarted worker (the same process' metrics)
         rt = await build_runtime(settings, arq_redis, metrics)
         try:
-            assert await observe(rt, "r1", rt.keys.job_id("r1", 2)) == "drained"
+            assert await observe(rt, "r1", rt.keys.job_id("r1", 2)) is JobResult.DRAINED
             ready = await _get(f"{url}/readyz")
         finally:
             await close_runtime(rt)

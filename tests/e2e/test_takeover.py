@@ -9,6 +9,7 @@ from arq.connections import ArqRedis
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from pipeline.outcomes import JobResult
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_checks import observations, unacked
 from tests.support.worker_harness import (
@@ -53,7 +54,7 @@ async def test_rows_committed_before_a_takeover_are_announced_at_once_and_not_re
         store = _TakenOverAfterCommit(settings.data_path / "memq.db", rt.redis, rt.keys)
         try:
             taken_over = dataclasses.replace(rt, store=store)
-            assert await observe(taken_over, "t1", rt.keys.job_id("t1", 1)) == "fenced"
+            assert await observe(taken_over, "t1", rt.keys.job_id("t1", 1)) is JobResult.FENCED
         finally:
             await store.aclose()
         feed = await rt.redis.xrange(rt.keys.feed)
@@ -103,14 +104,14 @@ async def test_rows_whose_announce_failed_after_commit_go_out_with_the_next_job(
         try:
             metrics = Metrics()
             lost = dataclasses.replace(rt, store=store, metrics=metrics)
-            assert await observe(lost, "r1", rt.keys.job_id("r1", 1)) == "error"
+            assert await observe(lost, "r1", rt.keys.job_id("r1", 1)) is JobResult.ERROR
             # The failed job's own error path announces what it stored once Redis answers
             # again (here at once); the entries stay pending.
             assert await rt.redis.xlen(rt.keys.feed) == 2
             assert await unacked(arq_redis, settings, "r1") == (2, 2)
             # The next job (no restart in between) finds the entries stored: it acks them
             # without asking the observer again, and announces nothing twice.
-            assert await observe(lost, "r1", rt.keys.job_id("r1", 2)) == "drained"
+            assert await observe(lost, "r1", rt.keys.job_id("r1", 2)) is JobResult.DRAINED
         finally:
             await store.aclose()
         feed = await rt.redis.xrange(rt.keys.feed)

@@ -6,11 +6,13 @@ import asyncio
 import logging
 import random
 import time
+from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from pipeline.outcomes import Outcome, TurnResult
+from pipeline.outcomes import TurnResult
+from pipeline.turns.decide import RefusalKind, Refused, decide
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetExceededError
 from worker.limits.pauses import ProviderPausedError
@@ -59,6 +61,7 @@ class CallGate:
             tpm=settings.rate_limit_tpm,
         )
         self.counters = counters
+        self.policy = settings.decision_policy
 
     async def admit(self, project: str, deadline: float) -> None:
         """Return when the call may go; raise one of CALL_REFUSALS if not."""
@@ -91,20 +94,24 @@ class CallGate:
         await self.limiter.back_off(seconds, reason)
 
     async def refused(self, error: CallRefusedError) -> TurnResult:
-        """Count and log a refused call: the turn's entries stay pending, the job is deferred."""
-        if isinstance(error, ProviderPausedError):
-            # Another worker paused the provider (and counted it): wait it out, keep the batch.
-            return TurnResult(outcome=Outcome.PAUSED, reason=str(error), defer_s=error.remaining_s)
+        """Carry out `decide`'s decision on a refused call: count and log it; the turn's
+        entries stay pending and the job is deferred."""
+        decision = decide(refusal(error), self.policy, now=datetime.now(UTC),
+                          jitter=random.random())  # fmt: skip
+        if decision.counted:
+            await self.counters.count(decision.result, decision.counted)
         if isinstance(error, BudgetExceededError):
-            result = TurnResult(
-                outcome=Outcome.PAUSED, category="budget", reason=str(error), defer_s=error.retry_s
-            )
-            await self.counters.count(result)
             logger.warning("%s", error)
-            return result
-        # Jitter: sessions throttled together should not all come back at the same instant.
-        defer_s = error.wait_s * (1 + 0.25 * random.random())
-        result = TurnResult(outcome=Outcome.THROTTLED, reason=str(error), defer_s=defer_s)
-        await self.counters.count(result)
-        logger.info("%s", error, extra={"wait_s": error.wait_s})
-        return result
+        elif isinstance(error, ThrottledError):
+            logger.info("%s", error, extra={"wait_s": error.wait_s})
+        return decision.result
+
+
+def refusal(error: CallRefusedError) -> Refused:
+    """What a refusal from `admit` is, for the decision table."""
+    if isinstance(error, ProviderPausedError):
+        return Refused(kind=RefusalKind.PROVIDER_PAUSED, reason=str(error),
+                       wait_s=error.remaining_s)  # fmt: skip
+    if isinstance(error, BudgetExceededError):
+        return Refused(kind=RefusalKind.BUDGET, reason=str(error), wait_s=error.retry_s)
+    return Refused(kind=RefusalKind.THROTTLED, reason=str(error), wait_s=error.wait_s)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from pipeline.turns.decide import MAX_PAUSE_S
 from worker.errors import WorkerError
 from worker.keys import Keys
-
-MAX_PAUSE_S = 6 * 3600
 
 
 class ProviderPausedError(WorkerError):

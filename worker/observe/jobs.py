@@ -46,7 +46,8 @@ PRUNED_AT = "processed_pruned_at"
 async def observe_session(ctx: dict[str, Any], session_id: str) -> str:
     """Drive one session until its stream is drained (or hand off to a fresh job)."""
     with session_context(session_id):
-        return await observe(runtime_from(ctx), session_id, str(ctx["job_id"]))
+        # A plain str: arq logs the result's repr, and it stays `'drained'`.
+        return str(await observe(runtime_from(ctx), session_id, str(ctx["job_id"])))
 
 
 async def sweep_sessions(ctx: dict[str, Any]) -> int:

@@ -7,14 +7,16 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable
+from datetime import UTC, datetime
 from typing import cast
 
 from redis.exceptions import RedisError
 
 from pipeline.events import kind_of
-from pipeline.outcomes import Outcome, TurnResult
+from pipeline.outcomes import JobResult, Outcome
 from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
+from pipeline.turns.decide import FailureKind, Undecodable, decide
 from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
 from worker.observe.delivered import Delivered, decode_entries
 from worker.observe.kept_replies import kept_prefix
@@ -30,8 +32,8 @@ logger = logging.getLogger(__name__)
 _JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
 
 
-async def observe(rt: Runtime, session: str, job_id: str) -> str:
-    """The body of the `observe_session` job: returns a one-word result for arq's log."""
+async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
+    """The body of the `observe_session` job: returns how it ended, for arq's log."""
     # The lease and the observer state in one round trip (the state is unused when busy).
     pipe = rt.redis.pipeline(transaction=False)
     Lease.queue_acquire(pipe, rt.keys, session, rt.lease_ttl_ms)
@@ -41,9 +43,9 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     if lease is None:
         # Another run still drives the session (a slow worker): look again after its lease.
         await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
-        return "busy"
+        return JobResult.BUSY
     defer_s = 0.0
-    result = "drained"
+    result = JobResult.DRAINED
     waiting_after: str | None = None
     try:
         result, defer_s, waiting_after = await _drive(
@@ -52,16 +54,16 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     except StaleFenceError as e:
         logger.warning("stopped: %s", e)
         await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
-        result = "fenced"
+        result = JobResult.FENCED
     except (FencedError, LeaseLostError) as e:
         logger.warning("stopped: %s", e)
-        result = "fenced"
+        result = JobResult.FENCED
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
         logger.exception("session job failed: %s", e)
         defer_s = await _error_backoff_s(rt, session)
-        result = "error"
+        result = JobResult.ERROR
         # A commit whose round trip failed after its ack left rows stored but unannounced,
         # with no pending entry to bring them back: announce them now if Redis allows.
         with contextlib.suppress(Exception):
@@ -105,7 +107,7 @@ async def _error_backoff_s(rt: Runtime, session: str) -> float:
 
 async def _drive(
     rt: Runtime, session: str, lease: Lease, state: ObserverState | None
-) -> tuple[str, float, str | None]:
+) -> tuple[JobResult, float, str | None]:
     """How the job stops: its result, the delay before the session's next job, and (when it
     waits for its turn to be due) the newest entry id it read."""
     s = rt.settings
@@ -124,7 +126,7 @@ async def _drive(
     claim = True
     while time.monotonic() < start_turns_until and asked < s.turns_per_job:
         if rt.stopping.is_set():
-            return "stopping", 0.0, None  # the release hands the rest to another worker
+            return JobResult.STOPPING, 0.0, None  # the release hands the rest to another worker
         lease.check()
         entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:
@@ -137,11 +139,11 @@ async def _drive(
         except StaleFenceError:
             raise
         except StoreError as e:  # storage fails before the turn: an attempt all the same
-            failed = await runner.retry_or_dead(
-                [d.entry for d in delivered], f"storage failed: {e}"
+            failed = await runner.failed(
+                [d.entry for d in delivered], FailureKind.STORAGE, f"storage failed: {e}"
             )
             if failed.stop:
-                return str(failed.outcome), failed.defer_s, None
+                return JobResult.stopped_by(failed.outcome), failed.defer_s, None
             continue
         if not delivered:
             continue
@@ -157,11 +159,11 @@ async def _drive(
         wait_s = 0.0 if full else _until_due_s(delivered, s)
         if wait_s > 0:
             logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
-            return "waiting", wait_s, entries[-1].id
+            return JobResult.WAITING, wait_s, entries[-1].id
         turns = _plan(delivered, s)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
-                return "stopping", 0.0, None
+                return JobResult.STOPPING, 0.0, None
             # The batch's last turn reads the next batch in its commit's round trip, when
             # the job will go on (entries read ahead and not used are claimed by a later job).
             goes_on = asked + 1 < s.turns_per_job and time.monotonic() < start_turns_until
@@ -184,7 +186,7 @@ async def _drive(
                 rt.metrics.finish_turn(result, len(plan.events))
             ended = ended or plan.ends
             if result.stop:
-                return str(result.outcome), result.defer_s, None
+                return JobResult.stopped_by(result.outcome), result.defer_s, None
             asked += result.outcome != Outcome.RECORDED
             if result.outcome == Outcome.DEAD or asked >= s.turns_per_job:
                 break  # DEAD: re-read, the turns after it were planned with the old conversation
@@ -192,8 +194,9 @@ async def _drive(
             claim = bool(cut)  # the entries a kept turn left out are pending: claim them
     if ended and await stream.delete_if_drained(lease.token):
         logger.info("session ended and drained")
-        return "ended", 0.0, None
-    return ("yielded" if asked >= s.turns_per_job else "drained"), 0.0, None
+        return JobResult.ENDED, 0.0, None
+    done = JobResult.YIELDED if asked >= s.turns_per_job else JobResult.DRAINED
+    return done, 0.0, None
 
 
 def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
@@ -259,8 +262,11 @@ async def _dead_letter(
     """Move undecodable entries to the dead letters, counted and logged."""
     if not bad:
         return
+    # No wait to spread: an undecodable entry is dead-lettered at once.
+    decision = decide(Undecodable(entries=len(bad)), rt.settings.decision_policy,
+                      now=datetime.now(UTC), jitter=0.0)  # fmt: skip
     await stream.dead_letter(lease.token, bad)
-    await rt.counters.count(TurnResult(outcome=Outcome.DEAD), len(bad))
+    await rt.counters.count(decision.result, decision.counted)
     for entry, reason in bad:
         logger.warning("dead-lettered %s: %s", entry.id, reason)
 

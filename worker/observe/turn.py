@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
 from datetime import UTC, datetime
-from typing import cast
 
 import msgspec
 from redis.asyncio.client import Pipeline
@@ -22,9 +20,11 @@ from pipeline.prompting.conversation import (
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan
 from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps
+from pipeline.turns.decide import Conversation, FailureKind
 from pipeline.turns.own_tools import OWN_TOOL_REASON
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
+from worker.observe.carry_out import Carrier
 from worker.observe.kept_replies import Kept, KeptReplies
 from worker.observe.runtime import Runtime
 from worker.observers.errors import (
@@ -63,6 +63,7 @@ class TurnRunner:
         # commit's round trip, or on the way out of a turn that ends otherwise.
         self._owed: list[tuple[str, Usage]] = []
         self.kept = KeptReplies(rt.redis, rt.keys, session)
+        self.carrier = Carrier(rt, session, lease, stream, self.kept.key)
 
     async def run(
         self, plan: TurnPlan, entries: list[Entry], deadline: float, *, read_ahead: int = 0,
@@ -101,29 +102,33 @@ class TurnRunner:
     ) -> TurnResult:
         state = await self._conversation(plan)
         if plan.kind == "record":
-            return await self._commit(plan, entries, record(self.session, plan, state), read_ahead)
-        user, told = user_message(self.rt.mode, plan, state, self.rt.settings.field_budget_chars)
+            recorded = record(self.session, plan, state, policy=self.rt.settings.decision_policy,
+                              now=datetime.now(UTC))  # fmt: skip
+            return await self._commit(plan, entries, recorded, read_ahead)
+        s = self.rt.settings
+        user, told = user_message(self.rt.mode, plan, state, s.field_budget_chars)
         try:
             asked, answer = await self._converse(plan, state, user, deadline)
         except CALL_REFUSALS as e:  # budgets, rate limits, a pause: the call never went
             return await self.rt.gate.refused(e)
         except ObserverReplyTooLargeError as e:  # paid for: dropped, never asked again
             logger.warning("dropped: %s", e)
-            too_large = oversized(self.session, plan, state, str(e), e.head, datetime.now(UTC))
+            too_large = oversized(self.session, plan, state, str(e), e.head,
+                                  policy=s.decision_policy, now=datetime.now(UTC))  # fmt: skip
             return await self._commit(plan, entries, too_large, read_ahead)
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
-        s = self.rt.settings
         limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
         caps = TurnCaps(max_observations=s.max_observations_per_turn,
                         field_chars=s.field_budget_chars)  # fmt: skip
         now = datetime.now(UTC)
         settled = settle(self.session, plan, asked, answer, told=told, history=limits, now=now,
-                         caps=caps)  # fmt: skip
+                         policy=s.decision_policy, caps=caps)  # fmt: skip
         if settled.result.category == CAPPED_CATEGORY:
             logger.warning("capped: %s", settled.result.reason)
-        if settled.result.outcome is Outcome.PAUSED:
-            return await self._pause(settled.result.reason or "observer paused", settled.pause_s)
+        if settled.decision.stop:  # quota or login prose: nothing to commit
+            await self.carrier.carry_out(settled.decision, entries)
+            return settled.result
         return await self._commit(plan, entries, settled, read_ahead)
 
     async def _conversation(self, plan: TurnPlan) -> ObserverState:
@@ -203,7 +208,7 @@ class TurnRunner:
             if self.rt.metrics is not None:
                 self.rt.metrics.commit_done(reason)
             await self.kept.keep(entries[0].id, batch.event_ids, settled)
-            return await self.retry_or_dead(entries, reason)
+            return await self.failed(entries, FailureKind.STORAGE, reason)
         if self.rt.metrics is not None:
             self.rt.metrics.commit_done(None)
         self.state = settled.state
@@ -246,49 +251,28 @@ class TurnRunner:
     async def _failed(
         self, error: ObserverError | TimeoutError, entries: list[Entry]
     ) -> TurnResult:
-        """The outcome of a call that failed (DESIGN's table): pause, retry, or dead."""
-        if isinstance(error, ObserverQuotaError | ObserverAuthError):
-            return await self._pause(str(error), getattr(error, "reset_after_s", None))
-        retry_after = error.retry_after_s if isinstance(error, ObserverTransientError) else None
-        return await self.retry_or_dead(entries, str(error) or type(error).__name__, retry_after)
+        """A call that failed, as the decision table sees it: pause, retry, or dead."""
+        if isinstance(error, ObserverQuotaError):
+            return await self.failed(entries, FailureKind.QUOTA, str(error),
+                                     reset_after_s=error.reset_after_s)  # fmt: skip
+        if isinstance(error, ObserverAuthError):
+            return await self.failed(entries, FailureKind.AUTH, str(error))
+        kind = FailureKind.PERMANENT
+        retry_after = None
+        if isinstance(error, ObserverTransientError | TimeoutError):
+            kind = FailureKind.TRANSIENT
+            retry_after = getattr(error, "retry_after_s", None)
+        return await self.failed(entries, kind, str(error) or type(error).__name__,
+                                 retry_after_s=retry_after)  # fmt: skip
 
-    async def _pause(self, reason: str, reset_s: float | None) -> TurnResult:
-        provider = self.rt.observer.provider
-        seconds = await self.rt.pauses.pause(
-            provider, reset_s or self.rt.settings.quota_pause_s, reason
-        )
-        result = TurnResult(outcome=Outcome.PAUSED, reason=reason, defer_s=seconds)
-        await self.rt.counters.count(result)
-        logger.warning(
-            "observer paused: %s",
-            reason,
-            extra={"provider": provider, "pause_s": seconds},
-        )
-        return result
-
-    async def retry_or_dead(
-        self, entries: list[Entry], reason: str, retry_after: float | None = None
-    ) -> TurnResult:
-        """Count a failed attempt of the turn starting at `entries[0]`: retry, or dead-letter
-        its entries once MEMQ_MAX_ATTEMPTS is reached."""
-        key = self.rt.keys.attempts(self.session)
-        # Attempts are per turn (its first entry), kept apart from the conversation, which
-        # only a committed turn changes.
-        attempts = int(await cast(Awaitable[int], self.rt.redis.hincrby(key, entries[0].id, 1)))
-        await self.rt.redis.expire(key, 24 * 3600)
-        if attempts >= self.rt.settings.max_attempts:
-            await self.stream.dead_letter(
-                self.lease.token, [(e, f"retries exhausted: {reason}") for e in entries]
-            )
-            result = TurnResult(outcome=Outcome.DEAD, reason=reason)
-            await self.rt.counters.count(result, len(entries))
-            # A fresh observer conversation: whatever confused this one is gone.
+    async def failed(
+        self, entries: list[Entry], kind: FailureKind, reason: str,
+        *, retry_after_s: float | None = None, reset_after_s: float | None = None,
+    ) -> TurnResult:  # fmt: skip
+        """Carry out the decision on a failed attempt of the turn starting at `entries[0]`:
+        pause, retry, or dead-letter its entries once MEMQ_MAX_ATTEMPTS is reached."""
+        decision = await self.carrier.failed(kind, reason, entries, retry_after_s=retry_after_s,
+                                             reset_after_s=reset_after_s)  # fmt: skip
+        if decision.conversation is Conversation.RESET:
             self.state = None
-            await self.rt.redis.delete(self.rt.keys.observer(self.session), key, self.kept.key)
-            return result
-        delay = self.rt.settings.retry_backoff.delay_s(attempts, retry_after_s=retry_after)
-        result = TurnResult(outcome=Outcome.RETRY, reason=reason, defer_s=delay)
-        await self.rt.counters.count(result)
-        if retry_after:  # the provider wants every caller to wait, not just this session
-            await self.rt.gate.back_off(retry_after, reason)
-        return result
+        return decision.result

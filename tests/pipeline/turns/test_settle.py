@@ -20,12 +20,14 @@ from pipeline.prompting.mode_files import load_mode
 from pipeline.records import TurnRows
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.batching import TurnPlan, plan_turns
+from pipeline.turns.decide import Policy
 from pipeline.turns.settle import DROPPED_RAW_CHARS, Answer, HistoryLimits, record, settle
 from tests.support.worker_harness import end, prompt, summarize, tool_call
 
 CODE = load_mode("code")
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 LIMITS = HistoryLimits(turns=8, chars=100_000)
+POLICY = Policy(quota_pause_s=300.0, max_attempts=5, retry_base_s=2.0, retry_max_s=120.0)
 OBSERVATION = (
     "<observation><type>discovery</type><title>Ran the build</title>"
     "<narrative>It passed.</narrative></observation>"
@@ -57,7 +59,7 @@ def test_observations_are_stored_and_the_exchange_joins_the_conversation() -> No
     assert told is not None
     before = msgspec.structs.replace(state, history=list(state.history))
     settled = settle("s1", plan, state, _answer(OBSERVATION, user), told=told, history=LIMITS,
-                     now=NOW)  # fmt: skip
+                     now=NOW, policy=POLICY)  # fmt: skip
     assert settled.result.outcome is Outcome.STORED
     (row,) = settled.rows.observations
     assert (row.title, row.prompt_number, row.model) == ("Ran the build", 2, "m1")
@@ -74,7 +76,9 @@ def test_observations_are_stored_and_the_exchange_joins_the_conversation() -> No
 
 def test_a_summary_is_stored_from_a_summary_turn() -> None:
     plan = _plan(summarize("s1"))
-    settled = settle("s1", plan, _state(), _answer(SUMMARY), told=None, history=LIMITS, now=NOW)
+    settled = settle(
+        "s1", plan, _state(), _answer(SUMMARY), told=None, history=LIMITS, now=NOW, policy=POLICY
+    )
     assert settled.result.outcome is Outcome.STORED
     assert [s.request for s in settled.rows.summaries] == ["fix it"]
     assert settled.rows.observations == []
@@ -83,7 +87,7 @@ def test_a_summary_is_stored_from_a_summary_turn() -> None:
 @pytest.mark.parametrize("text", ["", "   ", "<skip_summary/>"])
 def test_an_empty_reply_to_tool_calls_is_a_skip(text: str) -> None:
     settled = settle("s1", _plan(tool_call("s1", 1)), _state(), _answer(text), told=None,
-                     history=LIMITS, now=NOW)  # fmt: skip
+                     history=LIMITS, now=NOW, policy=POLICY)  # fmt: skip
     assert settled.result.outcome is Outcome.SKIPPED
     assert (settled.rows.observations, settled.rows.dropped) == ([], [])
     assert len(settled.rows.usage) == 1  # the call still cost tokens
@@ -103,7 +107,9 @@ def test_other_replies_are_dropped_with_their_category_and_kept(
     kind: str, text: str, category: str
 ) -> None:
     plan = _plan(tool_call("s1", 1)) if kind == "observe" else _plan(summarize("s1"))
-    settled = settle("s1", plan, _state(), _answer(text), told=None, history=LIMITS, now=NOW)
+    settled = settle(
+        "s1", plan, _state(), _answer(text), told=None, history=LIMITS, now=NOW, policy=POLICY
+    )
     assert settled.result.outcome is Outcome.DROPPED
     assert settled.result.category == category
     assert settled.result.label == f"dropped:{category}"
@@ -115,7 +121,7 @@ def test_other_replies_are_dropped_with_their_category_and_kept(
 def test_a_dropped_reply_is_kept_truncated() -> None:
     text = "word " * DROPPED_RAW_CHARS
     settled = settle("s1", _plan(tool_call("s1", 1)), _state(), _answer(text), told=None,
-                     history=LIMITS, now=NOW)  # fmt: skip
+                     history=LIMITS, now=NOW, policy=POLICY)  # fmt: skip
     (dropped,) = settled.rows.dropped
     assert len(dropped.raw) <= DROPPED_RAW_CHARS + 100
     assert len(dropped.raw) < len(text)
@@ -126,34 +132,36 @@ def test_quota_prose_pauses_writes_nothing_and_keeps_the_conversation() -> None:
     text = f"Claude usage limit reached|{reset_at}"
     state = _state()
     settled = settle("s1", _plan(tool_call("s1", 1)), state, _answer(text), told=None,
-                     history=LIMITS, now=NOW)  # fmt: skip
+                     history=LIMITS, now=NOW, policy=POLICY)  # fmt: skip
     assert settled.result.outcome is Outcome.PAUSED
     assert settled.result.stop
     assert settled.result.reason == "observer replied with quota prose"
-    assert settled.pause_s == 900.0  # from the reset time in the reply, measured from `now`
+    # from the reset time in the reply, measured from `now`
+    assert settled.decision.pause_provider_s == settled.result.defer_s == 900.0
     assert settled.rows == TurnRows()
     assert settled.state is state
 
 
 def test_auth_prose_pauses_for_the_configured_time() -> None:
     settled = settle("s1", _plan(tool_call("s1", 1)), _state(), _answer("Invalid API key"),
-                     told=None, history=LIMITS, now=NOW)  # fmt: skip
+                     told=None, history=LIMITS, now=NOW, policy=POLICY)  # fmt: skip
     assert settled.result.outcome is Outcome.PAUSED
-    assert settled.pause_s is None
+    assert settled.decision.pause_provider_s == POLICY.quota_pause_s
 
 
 def test_the_history_stays_within_its_limits() -> None:
     state = _state()
     state.history = [Exchange(user=f"u{i}", assistant=f"a{i}") for i in range(3)]
     settled = settle("s1", _plan(tool_call("s1", 1)), state, _answer(OBSERVATION, "u3"),
-                     told=None, history=HistoryLimits(turns=2, chars=100_000), now=NOW)  # fmt: skip
+                     told=None, history=HistoryLimits(turns=2, chars=100_000), now=NOW,
+                     policy=POLICY)  # fmt: skip
     assert [e.user for e in settled.state.history] == ["u2", "u3"]
 
 
 def test_a_bookkeeping_turn_records_its_requests_only() -> None:
     plan = _plan(prompt("s1", 2, "next request"), end("s1"))
     state = conversation_state(CODE, "s1", _state(), plan)
-    settled = record("s1", plan, state)
+    settled = record("s1", plan, state, policy=POLICY, now=NOW)
     assert settled.result.outcome is Outcome.RECORDED
     assert [(p.prompt_number, p.prompt_text) for p in settled.rows.prompts] == [(2, "next request")]
     assert settled.rows.usage == []

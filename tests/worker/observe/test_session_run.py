@@ -10,12 +10,14 @@ import pytest
 import redis.asyncio as aioredis
 
 from pipeline.events import Event, encode_event
+from pipeline.outcomes import JobResult
 from pipeline.prompting.mode_files import load_mode
 from tests.support.fake_observer import FakeObserver
 from tests.support.feed_rows import observation
 from tests.support.worker_harness import end, make_settings, prompt, summarize, tool_call
 from worker.ingest.producer import event_publish_args
 from worker.keys import CONSUMER_GROUP
+from worker.observe.jobs import observe_session
 from worker.observe.runtime import Runtime
 from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
@@ -68,7 +70,7 @@ async def test_a_session_runs_in_order_with_its_bad_entries_dead_lettered(
         summarize(SESSION),
         end(SESSION),
     )
-    assert await observe(rt, SESSION, rt.keys.job_id(SESSION, 1)) == "ended"
+    assert await observe(rt, SESSION, rt.keys.job_id(SESSION, 1)) is JobResult.ENDED
     dead = await rt.redis.xrange(rt.keys.dead)
     reasons = [f[b"reason"].decode() for _, f in dead]
     assert len(reasons) == 3
@@ -105,7 +107,7 @@ async def test_entries_stored_before_a_crash_are_announced_and_acked_without_the
             observations=[observation(1, session=SESSION), observation(2, session=SESSION)],
         )
     )  # fmt: skip
-    assert await observe(rt, SESSION, rt.keys.job_id(SESSION, 1)) == "drained"
+    assert await observe(rt, SESSION, rt.keys.job_id(SESSION, 1)) is JobResult.DRAINED
     assert fake_observer.requests == []
     assert await rt.redis.xlen(rt.keys.feed) == 2
     assert await rt.store.unannounced() == []
@@ -114,3 +116,12 @@ async def test_entries_stored_before_a_crash_are_announced_and_acked_without_the
     assert rt.metrics is not None
     text = rt.metrics.render().decode()
     assert 'memq_recovered_announcements_total{by="session"} 2.0' in text
+
+
+async def test_arq_receives_the_job_result_as_a_plain_string(rt: Runtime) -> None:
+    # arq logs repr(result): a plain 'drained', never <JobResult.DRAINED: 'drained'>.
+    await _publish(rt, prompt(SESSION, 1, "fix the build"))
+    job_id = rt.keys.job_id(SESSION, 1)
+    result = await observe_session({"runtime": rt, "job_id": job_id}, SESSION)
+    assert type(result) is str
+    assert repr(result) == "'drained'"
