@@ -27,6 +27,7 @@ from types import TracebackType
 
 import asyncpg
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.fleet_accounting import (
@@ -215,21 +216,22 @@ class Fleet:
                 stuck_since.pop(host.index, None)
 
     async def _done(self, ids: list[str]) -> bool:
-        conn = await asyncpg.connect(self.database_url)
+        pending = 0
         try:
-            processed = await conn.fetchval(
-                "SELECT count(*) FROM processed_events WHERE event_id = ANY($1)", ids
-            )
-            pending = 0
-            if self.chroma != "off":
-                pending = await conn.fetchval(
-                    "SELECT count(*) FROM vector_outbox WHERE state = 'pending'"
+            conn = await asyncpg.connect(self.database_url)
+            try:
+                processed = await conn.fetchval(
+                    "SELECT count(*) FROM processed_events WHERE event_id = ANY($1)", ids
                 )
-        except (OSError, asyncpg.PostgresError):
-            return False  # PostgreSQL stopped by a fault: ask again
-        finally:
-            await conn.close()
-        dead = await dead_event_ids(self.redis, self.prefix)
+                if self.chroma != "off":
+                    pending = await conn.fetchval(
+                        "SELECT count(*) FROM vector_outbox WHERE state = 'pending'"
+                    )
+            finally:
+                await conn.close()
+            dead = await dead_event_ids(self.redis, self.prefix)
+        except (OSError, asyncpg.PostgresError, RedisError):
+            return False  # PostgreSQL or Redis down for a fault: ask again
         return int(processed) + len(dead & set(ids)) >= len(ids) and not pending
 
     async def report(self, load: LoadResult) -> FleetReport:
@@ -250,6 +252,7 @@ class Fleet:
             worker_cpu_s={f"w{w.index}": w.cpu_s() for w in self.workers},
             worker_starts={f"w{w.index}": w.starts for w in self.workers},
             redis_cpu_s=None if start is None or cpu_end is None else cpu_end - start,
+            spool_flushes=self.spool_flushes,
         )  # fmt: skip
 
     async def _info_cpu(self) -> float | None:

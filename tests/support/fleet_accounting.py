@@ -49,7 +49,8 @@ class FleetReport(msgspec.Struct, kw_only=True):
     worker_cpu_s: dict[str, float]  # per worker slot, over every process it ran
     worker_starts: dict[str, int]
     redis_cpu_s: float | None  # Redis server CPU over the run; None when it cannot be told
-    redis_cpu_ms_per_event: float | None
+    redis_cpu_ms_per_event: float | None  # Redis CPU over the run (polling too) / published
+    spool_flushes: int = 0  # `memq spool flush` runs settling needed (no hook came to do it)
 
     def balanced(self) -> bool:
         """Every published call accounted for exactly once, nothing duplicated or out of order."""
@@ -74,7 +75,8 @@ class FleetReport(msgspec.Struct, kw_only=True):
             f" publish->stored p50 {_ms(self.latency_p50_ms)} p99 {_ms(self.latency_p99_ms)};"
             f" hook p50 {_ms(self.hook_p50_ms)}, failures {self.hook_failures};"
             f" worker CPU {self.worker_cpu_s} s, starts {self.worker_starts};"
-            f" Redis CPU/event {_ms(self.redis_cpu_ms_per_event)}"
+            f" Redis CPU/event {_ms(self.redis_cpu_ms_per_event)}; spool flushes"
+            f" {self.spool_flushes}"
         )
 
 
@@ -187,6 +189,7 @@ def account(
     worker_cpu_s: dict[str, float],
     worker_starts: dict[str, int],
     redis_cpu_s: float | None,
+    spool_flushes: int = 0,
 ) -> FleetReport:
     """Balance what was published against what the store and the dead-letter stream hold."""
     ids = {p.event_id for p in published}
@@ -204,7 +207,7 @@ def account(
         published=len(ids),
         stored=len(stored),
         dropped=len((processed & ids) & store.dropped),
-        dead=len(dead & ids - processed),
+        dead=len(dead & (ids - processed)),
         lost=sorted(ids - processed - dead),
         double_counted=sorted(ids & processed & dead),
         unexpected=sorted(processed - ids),
@@ -222,4 +225,5 @@ def account(
         redis_cpu_ms_per_event=None
         if redis_cpu_s is None or not ids
         else redis_cpu_s * 1000 / len(ids),
+        spool_flushes=spool_flushes,
     )
