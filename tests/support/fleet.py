@@ -174,9 +174,16 @@ class Fleet:
     # -- load and accounting -----------------------------------------------------------------
 
     async def load(
-        self, *, seconds: float, rate: float, sessions_per_host: int = 2, run: str | None = None
+        self,
+        *,
+        seconds: float,
+        rate: float,
+        sessions_per_host: int = 2,
+        run: str | None = None,
+        into: LoadResult | None = None,
     ) -> LoadResult:
-        """Publish about `rate` calls a second for `seconds` through every host's hooks."""
+        """Publish about `rate` calls a second for `seconds` through every host's hooks
+        (`into`, when given, fills as they are published)."""
         self._cpu_at_start = await self._redis_cpu()
         return await run_load(
             [h.env for h in self.hosts],
@@ -184,6 +191,7 @@ class Fleet:
             rate=rate,
             sessions_per_host=sessions_per_host,
             run=run or f"r{uuid.uuid4().hex[:6]}",
+            into=into,
         )
 
     async def settle(self, load: LoadResult, *, timeout_s: float) -> bool:

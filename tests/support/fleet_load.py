@@ -99,17 +99,20 @@ async def run_load(
     rate: float,
     sessions_per_host: int,
     run: str,
+    into: LoadResult | None = None,
 ) -> LoadResult:
     """Publish about `rate` * `seconds` tool calls through each host's command hook.
 
     Session ids are `<run>-h<host>-s<k>`, so several runs on one fleet never share one.
+    `into` is filled as calls are published, for a fault that waits on the load's progress.
     """
     sessions = [
         (h, f"{run}-h{h}-s{k}") for k in range(sessions_per_host) for h in range(len(host_envs))
     ]
     interval = len(sessions) / rate  # each session's pace
     steps = max(1, round(seconds / interval))
-    result = LoadResult(started_at=time.time())
+    result = into if into is not None else LoadResult()
+    result.started_at = time.time()
     start = time.monotonic()
 
     async def session_task(index: int, host: int, session: str) -> None:
