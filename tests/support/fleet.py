@@ -87,6 +87,7 @@ class Fleet:
         self._redis_cpu = redis_cpu or self._info_cpu
         self._redis: Redis | None = None
         self._cpu_at_start: float | None = None
+        self._worker_cpu_at_start: dict[int, float] = {}
         self._redis_run_id: str | None = None
 
     def _worker_env(
@@ -185,6 +186,8 @@ class Fleet:
         """Publish about `rate` calls a second for `seconds` through every host's hooks
         (`into`, when given, fills as they are published)."""
         self._cpu_at_start = await self._redis_cpu()
+        # Startup (imports, connecting) is not the run's work; a restart's is, and counts.
+        self._worker_cpu_at_start = {w.index: w.cpu_s() for w in self.workers}
         return await run_load(
             [h.env for h in self.hosts],
             seconds=seconds,
@@ -257,7 +260,10 @@ class Fleet:
             load.published, store, dead,
             missing=missing,
             hook_failures=len(load.failures),
-            worker_cpu_s={f"w{w.index}": w.cpu_s() for w in self.workers},
+            worker_cpu_s={
+                f"w{w.index}": w.cpu_s() - self._worker_cpu_at_start.get(w.index, 0.0)
+                for w in self.workers
+            },
             worker_starts={f"w{w.index}": w.starts for w in self.workers},
             redis_cpu_s=None if start is None or cpu_end is None else cpu_end - start,
             spool_flushes=self.spool_flushes,

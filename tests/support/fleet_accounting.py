@@ -46,7 +46,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
     latency_p99_ms: float | None
     hook_failures: int  # hooks that did not exit 0 (their calls are not in `published`)
     hook_p50_ms: float | None  # the hook process's own time, as the agent waits for it
-    worker_cpu_s: dict[str, float]  # per worker slot, over every process it ran
+    worker_cpu_s: dict[str, float]  # per worker slot from the load's start (restarts included)
     worker_starts: dict[str, int]
     redis_cpu_s: float | None  # Redis server CPU over the run; None when it cannot be told
     redis_cpu_ms_per_event: float | None  # Redis CPU over the run (polling too) / published
