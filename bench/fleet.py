@@ -2,8 +2,8 @@
 lost and duplicated per fault, publish -> stored latency beside a 1-2 s observer, and what
 each worker and Redis spend.
 
-    python -m bench.fleet [--seconds 20] [--rate 4] [--workers 2] [--hosts 2]
-                          [--faults none,worker-kill,agent-kill]
+    .venv/bin/python bench/fleet.py [--seconds 20] [--rate 4] [--workers 2] [--hosts 2]
+                                    [--faults none,worker-kill,agent-kill]
 
 Each fault gets a fresh fleet (tests/support/fleet.py): `--workers` `memq worker` processes,
 each with its own data dir, on a private PostgreSQL database, a private Redis and a Chroma
@@ -37,6 +37,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CpuMeter, machine, markdown_table, process_cpu_s, progress
 from tests.support.fake_observer import FakeObserver
