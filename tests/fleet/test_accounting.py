@@ -1,10 +1,14 @@
 """The fleet accounting finds what the fault tests assert never happens: a lost call, a call
-both stored and dead-lettered, a duplicated observation, a session committed out of order."""
+both stored and dead-lettered, a duplicated observation, a session committed or shown to the
+observer out of order."""
 
 from __future__ import annotations
 
+from pipeline.prompting.prompts import RECORDED_ELEMENT
+from tests.support.fake_observer import RecordedRequest
 from tests.support.fleet_accounting import StoreView, account, percentile
 from tests.support.fleet_load import Published, bash_payload, step_command
+from tests.support.fleet_processes import PacedObserver
 
 SESSION = "r1-h0-s0"
 
@@ -105,3 +109,29 @@ def test_percentile_is_inclusive_and_none_without_values() -> None:
     assert percentile([], 50) is None
     assert percentile([7.0], 99) == 7.0
     assert percentile([float(n) for n in range(1, 102)], 50) == 51.0
+
+
+def _asked(observer: PacedObserver, *steps: int, recorded: str = "") -> None:
+    calls = "\n".join(f"<tool_call>{step_command(SESSION, n)}</tool_call>" for n in steps)
+    user = f"<{RECORDED_ELEMENT}>{recorded}</{RECORDED_ELEMENT}>\n{calls}"
+    observer(
+        RecordedRequest(
+            provider="anthropic", path="/v1/messages", headers={}, body={"model": "fleet-w0"},
+            system="", user=user, messages=[], received_at=0.0,
+        )
+    )  # fmt: skip
+
+
+def test_the_observer_order_allows_a_retried_turn_and_finds_a_skip_ahead() -> None:
+    observer = PacedObserver(0.0, 0.0)
+    _asked(observer, 0, 1)
+    _asked(observer, 0, 1)  # the turn retaken after a kill shows its calls again
+    _asked(observer, 2, recorded=f"Bash: {step_command(SESSION, 9)}")  # titles are not calls
+    assert observer.order_problems({SESSION}) == []
+    _asked(observer, 4)
+    _asked(observer, 5, 7)
+    assert observer.order_problems({SESSION}) == [
+        f"{SESSION}: step 4 shown before 3",
+        f"{SESSION}: one call showed steps [5, 7]",
+    ]
+    assert observer.order_problems({"another-session"}) == []

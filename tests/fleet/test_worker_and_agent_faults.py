@@ -94,6 +94,7 @@ async def test_a_worker_killed_mid_turn_and_an_agent_killed_lose_and_duplicate_n
     assert report.double_counted == []
     assert report.duplicated == 0
     assert report.order_problems == []
+    assert report.observer_order_problems == []
     assert report.stored_without_observation == 0
     assert report.stored + report.dropped + report.dead == report.published
     # The deterministic observer never sends garbage: every call is stored.

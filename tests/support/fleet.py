@@ -114,11 +114,11 @@ class Fleet:
         try:
             for worker in self.workers:
                 worker.start()
-            for worker in self.workers:
-                await asyncio.to_thread(worker.wait_ready)
+            # Everything starts at once: on a loaded machine start-up is most of a short run.
+            ready = [asyncio.to_thread(w.wait_ready) for w in self.workers]
             if self.relay:
-                for host in self.hosts:
-                    await asyncio.to_thread(host.start_agent)
+                ready += [asyncio.to_thread(h.start_agent) for h in self.hosts]
+            await asyncio.gather(*ready)
         except BaseException:
             await self.aclose()
             raise
@@ -267,6 +267,7 @@ class Fleet:
             worker_starts={f"w{w.index}": w.starts for w in self.workers},
             redis_cpu_s=None if start is None or cpu_end is None else cpu_end - start,
             spool_flushes=self.spool_flushes,
+            observer_order_problems=self.pace.order_problems(set(sessions)),
         )  # fmt: skip
 
     async def _info_cpu(self) -> float | None:

@@ -41,6 +41,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
     duplicated: int  # observations beyond the first for one (session, title)
     stored_without_observation: int  # stored calls no observation names as its source
     order_problems: list[str]  # sessions whose observations were committed out of step order
+    observer_order_problems: list[str]  # calls that showed a session's steps out of order
     missing_vectors: int | None  # observations without their title vector; None: Chroma off
     latency_p50_ms: float | None  # hook exit -> processed_at, over stored and dropped calls
     latency_p99_ms: float | None
@@ -61,6 +62,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
             and self.duplicated == 0
             and self.stored_without_observation == 0
             and not self.order_problems
+            and not self.observer_order_problems
             and self.missing_vectors in (0, None)
             and self.stored + self.dropped + self.dead == self.published
         )
@@ -71,7 +73,8 @@ class FleetReport(msgspec.Struct, kw_only=True):
             f"published {self.published} = stored {self.stored} + dropped {self.dropped}"
             f" + dead {self.dead}; lost {len(self.lost)}, double-counted"
             f" {len(self.double_counted)}, duplicated {self.duplicated}, order problems"
-            f" {len(self.order_problems)}, missing vectors {self.missing_vectors};"
+            f" {len(self.order_problems)} committed + {len(self.observer_order_problems)} asked,"
+            f" missing vectors {self.missing_vectors};"
             f" publish->stored p50 {_ms(self.latency_p50_ms)} p99 {_ms(self.latency_p99_ms)};"
             f" hook p50 {_ms(self.hook_p50_ms)}, failures {self.hook_failures};"
             f" worker CPU {self.worker_cpu_s} s, starts {self.worker_starts};"
@@ -190,6 +193,7 @@ def account(
     worker_starts: dict[str, int],
     redis_cpu_s: float | None,
     spool_flushes: int = 0,
+    observer_order_problems: list[str] | None = None,
 ) -> FleetReport:
     """Balance what was published against what the store and the dead-letter stream hold."""
     ids = {p.event_id for p in published}
@@ -214,6 +218,7 @@ def account(
         duplicated=sum(n - 1 for n in titles.values()),
         stored_without_observation=len(stored - sourced),
         order_problems=order_problems(store.observations),
+        observer_order_problems=observer_order_problems or [],
         missing_vectors=missing,
         latency_p50_ms=percentile(latencies, 50),
         latency_p99_ms=percentile(latencies, 99),
