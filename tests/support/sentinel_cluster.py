@@ -1,14 +1,16 @@
-"""A Redis primary, one replica and three sentinels on free loopback ports, for failover faults.
+"""A Redis primary, its replicas and three sentinels on free loopback ports, for failover faults.
 
 Each server and each sentinel has its own temp dir (a sentinel rewrites its config file, so
 each needs its own). The timings are fast so that a failover fits in a test: a primary is
 down after `DOWN_AFTER_MS` and promoted within a few seconds. `SentinelCluster` is used both
 by the fault tests and by `bench/`, so it depends on nothing from pytest.
 
-`replica_delay_ms` > 0 routes the replica's link through `DelayLink`, a relay that holds each
-chunk for that long in both directions: the replica is then that far behind, as over a slow
-network, and `kill_primary` drops what the link still holds (the primary's host is gone with
-it), which is how asynchronous replication loses acknowledged writes.
+`replica_delay_ms` > 0 routes each replica's link through a `DelayLink`, a relay that holds
+each chunk for that long in both directions: the replicas are then that far behind, as over
+a slow network, and `kill_primary` drops what the links still hold (the primary's host is
+gone with it), which is how asynchronous replication loses acknowledged writes. With two
+replicas, the promoted one still has a replica after a failover (what a publish that waits
+for one, MEMQ_PUBLISH_WAIT_REPLICAS=1, needs).
 """
 
 from __future__ import annotations
@@ -85,22 +87,21 @@ class SentinelProcess:
         self.myid = f"{index + 1:040x}"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, master_port: int, replica_port: int, others: list[SentinelProcess]) -> None:
+    def start(self, master_port: int, replicas: list[int], others: list[SentinelProcess]) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "sentinel.conf"
         # Naming the replica and the other sentinels up front saves the ~10 s a sentinel
         # takes to discover them (INFO and hello periods); it checks them as usual after.
         known = "".join(
             f"sentinel known-sentinel {MASTER} 127.0.0.1 {o.port} {o.myid}\n" for o in others
-        )
+        ) + "".join(f"sentinel known-replica {MASTER} 127.0.0.1 {port}\n" for port in replicas)
         config.write_text(
             f"port {self.port}\nbind 127.0.0.1\ndir {self.workdir}\n"
             f"logfile {self.workdir / 'sentinel.log'}\nsentinel myid {self.myid}\n"
             f"sentinel monitor {MASTER} 127.0.0.1 {master_port} 2\n"
             f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
             f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
-            f"sentinel parallel-syncs {MASTER} 1\n"
-            f"sentinel known-replica {MASTER} 127.0.0.1 {replica_port}\n{known}"
+            f"sentinel parallel-syncs {MASTER} 1\n{known}"
         )
         self.proc = subprocess.Popen(
             [_exe("redis-server"), str(config), "--sentinel"],
@@ -129,13 +130,14 @@ class SentinelProcess:
 
 
 class SentinelCluster:
-    """Primary + replica + three sentinels; `url` is the `redis+sentinel://` URL memq takes."""
+    """A primary, `replicas` replicas and three sentinels; `url` is the `redis+sentinel://` URL
+    memq takes."""
 
-    def __init__(self, workdir: Path, *, replica_delay_ms: int = 0) -> None:
-        self.nodes = [RedisNode(workdir, "redis-a"), RedisNode(workdir, "redis-b")]
+    def __init__(self, workdir: Path, *, replicas: int = 1, replica_delay_ms: int = 0) -> None:
+        self.nodes = [RedisNode(workdir, f"redis-{chr(97 + i)}") for i in range(1 + replicas)]
         self.sentinels = [SentinelProcess(workdir, i) for i in range(3)]
         self.replica_delay_ms = replica_delay_ms
-        self.link: DelayLink | None = None
+        self.links: list[DelayLink] = []
         self.killed: RedisNode | None = None
         self.failovers = 0
 
@@ -145,16 +147,22 @@ class SentinelCluster:
         return f"redis+sentinel://{hosts}/{MASTER}/0"
 
     def start(self, timeout_s: float = 30.0) -> SentinelCluster:
-        primary, replica = self.nodes
+        primary, *replicas = self.nodes
         primary.start()
-        upstream = primary.port
-        if self.replica_delay_ms:
-            self.link = DelayLink(primary.port, self.replica_delay_ms / 1000)
-            upstream = self.link.port
-        replica.start(replica_of=upstream)
-        self._wait(lambda: replica.replication().get("master_link_status") == "up", timeout_s)
+        for replica in replicas:
+            upstream = primary.port
+            if self.replica_delay_ms:
+                link = DelayLink(primary.port, self.replica_delay_ms / 1000)
+                self.links.append(link)
+                upstream = link.port
+            replica.start(replica_of=upstream)
+        self._wait(
+            lambda: all(r.replication().get("master_link_status") == "up" for r in replicas),
+            timeout_s,
+        )
+        ports = [r.port for r in replicas]
         for s in self.sentinels:
-            s.start(primary.port, replica.port, [o for o in self.sentinels if o is not s])
+            s.start(primary.port, ports, [o for o in self.sentinels if o is not s])
         # A failover needs a quorum that knows the replica and each other (hello messages).
         self._wait(lambda: all(self._sentinel_ready(s) for s in self.sentinels), timeout_s)
         return self
@@ -165,16 +173,16 @@ class SentinelCluster:
         return next(n for n in self.nodes if n.port == port)
 
     def replica(self) -> RedisNode:
-        """The node that is not the master."""
+        """The first node that is not the master (nor the one killed)."""
         primary = self.primary()
-        return next(n for n in self.nodes if n is not primary)
+        return next(n for n in self.nodes if n is not primary and n is not self.killed)
 
     def kill_primary(self) -> RedisNode:
         """`kill -9` the primary; with a delay link, what it still holds is lost too."""
         victim = self.primary()
         victim.kill()
-        if self.link is not None:
-            self.link.sever()  # the bytes still on the slow link die with the primary's host
+        for link in self.links:
+            link.sever()  # the bytes still on the slow links die with the primary's host
         self.killed = victim
         return victim
 
@@ -182,11 +190,14 @@ class SentinelCluster:
         """Block until every sentinel names the replica and it says it is master; seconds waited."""
         assert self.killed is not None, "kill_primary first"
         started = time.monotonic()
-        new = next(n for n in self.nodes if n is not self.killed)
+        killed = self.killed
 
         def promoted() -> bool:
-            named = all(s.master_port() == new.port for s in self.sentinels)
-            return named and new.replication().get("role") == "master"
+            named = {s.master_port() for s in self.sentinels}
+            if len(named) != 1 or None in named or killed.port in named:
+                return False
+            new = next(n for n in self.nodes if n.port in named)
+            return new.replication().get("role") == "master"
 
         self._wait(promoted, timeout_s)
         self.failovers += 1
@@ -220,8 +231,8 @@ class SentinelCluster:
         """Stop everything (sentinels first, so none starts a failover on the way out)."""
         for s in self.sentinels:
             s.stop()
-        if self.link is not None:
-            self.link.sever()
+        for link in self.links:
+            link.sever()
         for n in self.nodes:
             n.kill()
 
@@ -238,7 +249,8 @@ class SentinelCluster:
         except (redis.RedisError, OSError):
             return False
         fields = dict(zip(state[::2], state[1::2], strict=True))
-        return int(fields[b"num-slaves"]) >= 1 and int(fields[b"num-other-sentinels"]) >= 2
+        replicas = len(self.nodes) - 1
+        return int(fields[b"num-slaves"]) >= replicas and int(fields[b"num-other-sentinels"]) >= 2
 
     @staticmethod
     def _wait(condition: object, timeout_s: float) -> None:
