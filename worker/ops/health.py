@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from worker.connect.primary import connected_primary
 from worker.http_serving import EmbeddedHttp
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
@@ -118,6 +119,7 @@ class HealthServer:
         try:
             async with asyncio.timeout(SCRAPE_TIMEOUT_S):
                 self.metrics.set_fleet(await self.fleet_figures())
+                self.metrics.set_redis_primary(connected_primary(self.redis))
         except (RedisError, OSError, StoreError, TimeoutError) as e:
             logger.warning("metrics: fleet gauges not refreshed: %s", one_line(e))
 

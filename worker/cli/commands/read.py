@@ -89,6 +89,7 @@ def stats(as_json: JsonFlag = False) -> None:
     if as_json:
         print(json.dumps(data))
         return
+    print(f"redis primary: {data['redis_primary']}")
     st = data["streams"]
     print(
         f"streams: {st['pending']} pending in {st['sessions']} sessions,"
