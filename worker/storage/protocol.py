@@ -39,6 +39,11 @@ class StoreError(WorkerError):
     """Storage failed or is unreachable."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached right now (refused, cut off, starting or shutting down):
+    a turn waits for it without counting an attempt, unlike a store that answers with errors."""
+
+
 class SearchTimeoutError(StoreError):
     """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
 

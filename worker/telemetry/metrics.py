@@ -16,6 +16,7 @@ from prometheus_client import (
 
 from pipeline.outcomes import COUNTED, Outcome, TurnResult
 from worker.observers.protocol import Observer, ObserverReply, ObserverRequest
+from worker.storage.outage import outages
 
 PROVIDERS = ("anthropic", "openai")
 TOKEN_KINDS = ("input", "cached_input", "output")
@@ -109,6 +110,17 @@ class Metrics:
             ["by"],
             registry=r,
         )
+        self.store_waits = Counter(
+            "memq_store_waits",
+            "Session jobs that stopped to wait for an unreachable store (no attempt counted).",
+            registry=r,
+        )
+        self.store_reachable = Gauge(
+            "memq_store_reachable",
+            "0 while this process' database connections fail (an outage), else 1.",
+            registry=r,
+        )
+        self.store_reachable.set_function(_store_reachable)
         # Series exist at 0 from the start, so rate() and absent-alerts work before traffic.
         for outcome in COUNTED:
             self.outcomes.labels(outcome, "")
@@ -162,6 +174,10 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+def _store_reachable() -> float:
+    return 0.0 if any(not r.reachable for r in outages()) else 1.0
 
 
 class TimedObserver:
