@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -20,6 +18,7 @@ from pipeline.events import Event
 from tests.support.fake_observer import FakeObserver
 from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer
+from tests.support.probes import probe, sample
 from tests.support.redis_server import RedisServer
 from tests.support.worker_checks import dead_letters, unacked, wait_until
 from tests.support.worker_harness import make_settings, publish, tool_call
@@ -28,7 +27,7 @@ from worker.settings import Settings
 
 WORKERS = 2
 SESSIONS = ("pa", "pb", "pc")
-OUTAGE_S = 4.0
+OUTAGE_S = 3.0
 
 
 @pytest.fixture(name="own_postgres")
@@ -37,39 +36,6 @@ def _fix_own_postgres() -> Iterator[PostgresServer]:
     server = PostgresServer().start()
     yield server
     server.stop()
-
-
-@pytest.fixture(name="own_redis")
-def _fix_own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(name="client")
-async def _fix_client(own_redis: RedisServer) -> AsyncIterator[ArqRedis]:
-    client = ArqRedis.from_url(own_redis.url)
-    yield client
-    await client.aclose()
-
-
-def _sample(metrics: str, name: str) -> float:
-    """The value of an unlabelled sample in Prometheus text (0 when absent)."""
-    for line in metrics.splitlines():
-        if line.startswith(f"{name} "):
-            return float(line.split()[1])
-    return 0.0
-
-
-def probe(url: str) -> tuple[int, str]:
-    """(status, body) of a GET; (0, error) when nothing answers."""
-    try:
-        with urllib.request.urlopen(url, timeout=5) as reply:
-            return reply.status, reply.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
 
 
 async def _rows(url: str) -> dict[str, int]:
@@ -164,7 +130,7 @@ async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing
         for w in workers:
             w.stop()
     logs = [w.log_path.read_text(errors="replace") for w in workers]
-    waits = sum(_sample(m, "memq_store_waits_total") for m in metrics)
+    waits = sum(sample(m, "memq_store_waits_total") for m in metrics)
     with capsys.disabled():
         sys.stdout.write(
             f"\npostgres restart: outage {OUTAGE_S:.0f} s, published {len(events)},"
