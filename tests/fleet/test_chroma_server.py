@@ -12,9 +12,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from arq.connections import ArqRedis
 
@@ -55,7 +57,9 @@ def call(session: str, n: int) -> ToolCall:
     # Words of its own in each title: the test embedding hashes words into 64 dimensions, so
     # titles that differ by one word can collide; by three, hardly.
     command = f"echo {session} step {n} item{n}{session} mark{session}{n}"
-    return tool_call(session, n, tool_input={"command": command})
+    # Happening now, as live calls do: a row's age (the vector lag in time) counts from it.
+    event = tool_call(session, n, tool_input={"command": command})
+    return msgspec.structs.replace(event, occurred_at=datetime.now(UTC))
 
 
 async def _stored(
@@ -197,6 +201,9 @@ async def test_chroma_server_killed_and_restarted_only_delays_the_vectors(
     assert lag_down >= outage_rows
     assert stats["vector_lag"] >= outage_rows
     assert all(sample(m, "memq_vector_lag") >= outage_rows for m in metrics)
+    # The lag in time: the oldest waiting row was stored when the outage began, or after.
+    assert 0 < stats["vector_oldest_pending_s"] <= OUTAGE_S + 30
+    assert all(sample(m, "memq_vector_oldest_pending_seconds") > 0 for m in metrics)
     assert ready == [200] * WORKERS  # the index is not the store: the workers stay ready
     # Every stored row has its vectors, each once (deterministic ids).
     assert sorted(ids) == sorted(d.id for r in rows for d in documents_for(r))

@@ -5,10 +5,13 @@ goes unready and comes back, and each worker logs the outage once."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -16,6 +19,7 @@ from arq.connections import ArqRedis
 
 from pipeline.events import Event
 from tests.support.fake_observer import FakeObserver
+from tests.support.ingest import console_script, subprocess_env
 from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer
 from tests.support.probes import probe, sample
@@ -64,6 +68,13 @@ async def _done(client: ArqRedis, settings: Settings, url: str, events: list[Eve
         return False
 
 
+def _stats(env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run(
+        [console_script(), "stats", "--json"], env=env, capture_output=True, text=True, timeout=60
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
 @pytest.mark.slow
 async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing(
     tmp_path: Path,
@@ -85,6 +96,9 @@ async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing
             WorkerProcess(env, tmp_path / f"worker-{i}.log", "--metrics-port", str(ports[i]))
         )
     ready = [f"http://127.0.0.1:{p}/readyz" for p in ports]
+    stats_dir = tmp_path / "operator"
+    stats_dir.mkdir()
+    stats_env = subprocess_env(stats_dir, own_redis.url, MEMQ_DATABASE_URL=url, MEMQ_CHROMA="off")
     events: list[Event] = []
     try:
         before = [tool_call(s, n) for s in SESSIONS for n in range(2)]
@@ -100,6 +114,8 @@ async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing
         await asyncio.to_thread(own_postgres.halt)
         stopped = time.monotonic()
         unready: list[str] = []
+        stats_down: tuple[int, dict[str, Any]] | None = None
+        metrics_down = ""
         n = 2
         # Live pace: a call per session every half second while the database is gone.
         while time.monotonic() - stopped < OUTAGE_S:
@@ -111,6 +127,9 @@ async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing
                 status, body = await asyncio.to_thread(probe, u)
                 if status == 503:
                     unready.append(body.strip())
+            if stats_down is None and time.monotonic() - stopped > 1:
+                stats_down = await asyncio.to_thread(_stats, stats_env)
+                metrics_down = probe(f"http://127.0.0.1:{ports[0]}/metrics")[1]
             await asyncio.sleep(0.5)
         await asyncio.to_thread(own_postgres.resume)
         resumed = time.monotonic()
@@ -149,6 +168,15 @@ async def test_postgres_restart_under_live_workers_loses_and_half_writes_nothing
     }
     assert unready
     assert all(r.startswith("store unreachable") for r in unready)
+    # What the operator saw while it lasted: memq stats fails (exit 1) yet shows Redis's side.
+    assert stats_down is not None
+    code, shown = stats_down
+    assert code == 1
+    assert shown["store"] is None
+    assert shown["store_error"].startswith("cannot connect to PostgreSQL")
+    assert "streams" in shown
+    assert sample(metrics_down, "memq_store_reachable") == 0
+    assert all(sample(m, "memq_store_reachable") == 1 for m in metrics)
     assert waits > 0  # turns did meet the outage, and waited instead of counting attempts
     for log in logs:
         assert log.count("store unreachable:") == 1, log  # one line for the outage

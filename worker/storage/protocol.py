@@ -167,6 +167,9 @@ class IndexStore(Protocol):
     async def vector_lag(self, project: str | None = None) -> int:
         """Outbox rows not yet indexed (of one project, or of all)."""
 
+    async def vector_oldest_pending_ms(self) -> int | None:
+        """created_at (epoch ms) of the oldest row not yet indexed; None when none waits."""
+
     async def start_reindex(self, project: str | None = None) -> ReindexStart:
         """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""
 

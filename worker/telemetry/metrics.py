@@ -31,6 +31,7 @@ class FleetFigures(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: int
     vector_lag: int
     silent_sessions: int
+    vector_oldest_pending_s: float = 0.0
 
 
 # Each number of FleetFigures is one unlabelled gauge: (metric name, help).
@@ -45,6 +46,10 @@ _FLEET_GAUGES = {
     ),
     "dead_letters": ("memq_dead_letters", "Entries in the dead-letter stream."),
     "vector_lag": ("memq_vector_lag", "Stored rows not yet in the vector index."),
+    "vector_oldest_pending_s": (
+        "memq_vector_oldest_pending_seconds",
+        "Age of the oldest stored row not yet in the vector index (0 when none waits).",
+    ),
     "silent_sessions": (
         "memq_silent_sessions",
         "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
