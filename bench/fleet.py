@@ -16,7 +16,11 @@ of the way into the load the fault is injected:
 * worker-kill: worker 0 is killed with SIGKILL while a turn of its waits on the observer,
   and started again at once (its turn is retaken once arq lets go of the job: ~19 s);
 * agent-kill: host 0's `memq agent` is killed with SIGKILL right after a hook it answered,
-  and started again 3 s later (meanwhile the hooks publish by themselves).
+  and started again 3 s later (meanwhile the hooks publish by themselves);
+* chroma-kill: the Chroma server is killed with SIGKILL and started again 5 s later on the
+  same port and directory (storage goes on; the vector queue grows, then drains);
+* postgres-restart: PostgreSQL is stopped (`pg_ctl stop -m fast`) and started again 5 s
+  later (turns wait for it without counting attempts).
 
 After the load the bench waits until every published call is processed or dead-lettered and
 the vector outbox has drained, then reads the accounting back from PostgreSQL, Redis and
@@ -38,6 +42,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import asyncpg
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CpuMeter, machine, markdown_table, process_cpu_s, progress
@@ -50,6 +56,7 @@ from tests.support.postgres_server import PostgresServer
 from tests.support.redis_server import RedisServer
 
 AGENT_DOWN_S = 3.0
+SERVER_DOWN_S = 5.0  # how long the Chroma server or PostgreSQL stays down
 HEADERS = [
     "fault", "published", "stored", "dropped", "dead", "lost", "duplicated", "out of order",
     "without vectors", "p50 ms", "p99 ms", "hook p50 ms", "worker CPU s", "worker CPU ms/call",
@@ -117,7 +124,66 @@ async def agent_kill(fleet: Fleet, servers: Servers, progress_: LoadResult) -> s
     return f"host 0's agent killed ({spooled} call(s) in its spool), back {AGENT_DOWN_S:.0f} s on"
 
 
-FAULTS: dict[str, Fault] = {"none": no_fault, "worker-kill": worker_kill, "agent-kill": agent_kill}
+async def chroma_kill(fleet: Fleet, servers: Servers, progress_: LoadResult) -> str:
+    assert servers.chroma is not None
+    await asyncio.to_thread(servers.chroma.kill)
+    await asyncio.to_thread(servers.chroma.wait, 10)
+    killed = time.monotonic()
+    await asyncio.sleep(SERVER_DOWN_S)
+    queued = await _pending_vectors(servers.database_url)
+    await asyncio.to_thread(servers.start_chroma)  # the same port and directory
+    back = time.monotonic()
+    empty = await _first_empty_queue(servers.database_url, timeout_s=120)
+    warned = _log_count(fleet, "vector index unavailable")
+    return (
+        f"Chroma server killed (SIGKILL), back {back - killed:.1f} s on with {queued} rows"
+        f" queued; the queue first empty {empty} after; 'index unavailable' lines {warned}"
+    )
+
+
+async def postgres_restart(fleet: Fleet, servers: Servers, progress_: LoadResult) -> str:
+    await asyncio.to_thread(servers.postgres.halt)  # pg_ctl stop -m fast: clients cut off
+    stopped = time.monotonic()
+    await asyncio.sleep(SERVER_DOWN_S)
+    await asyncio.to_thread(servers.postgres.resume)
+    waits = _log_count(fleet, "● 'store-down'")
+    warned = _log_count(fleet, "store unreachable:")
+    return (
+        f"PostgreSQL stopped, back {time.monotonic() - stopped:.1f} s on; session jobs that"
+        f" waited for it {waits}; 'store unreachable' lines {warned}"
+    )
+
+
+async def _pending_vectors(database_url: str) -> int:
+    conn = await asyncpg.connect(database_url)
+    try:
+        n = await conn.fetchval("SELECT count(*) FROM vector_outbox WHERE state = 'pending'")
+    finally:
+        await conn.close()
+    return int(n)
+
+
+async def _first_empty_queue(database_url: str, *, timeout_s: float) -> str:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if await _pending_vectors(database_url) == 0:
+            return f"{time.monotonic() - started:.1f} s"
+        await asyncio.sleep(0.25)
+    return f"never within {timeout_s:.0f} s"
+
+
+def _log_count(fleet: Fleet, text: str) -> int:
+    logs = (fleet.workdir / "logs").glob("worker-*.log")
+    return sum(path.read_text(errors="replace").count(text) for path in logs)
+
+
+FAULTS: dict[str, Fault] = {
+    "none": no_fault,
+    "worker-kill": worker_kill,
+    "agent-kill": agent_kill,
+    "chroma-kill": chroma_kill,
+    "postgres-restart": postgres_restart,
+}
 
 
 async def run_fault(
