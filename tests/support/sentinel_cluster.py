@@ -186,6 +186,22 @@ class SentinelCluster:
         self.killed = victim
         return victim
 
+    def switch_over(self, timeout_s: float = 30.0) -> RedisNode:
+        """A graceful failover (`SENTINEL FAILOVER`): the primary lives on, demoted to a
+        replica, so clients still connected to it get READONLY errors. Returns the old one."""
+        old = self.primary()
+        with self.sentinels[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", MASTER)
+        self._wait(
+            lambda: (
+                all(s.master_port() not in (None, old.port) for s in self.sentinels)
+                and old.replication().get("role") == "slave"
+            ),
+            timeout_s,
+        )
+        self.failovers += 1
+        return old
+
     def wait_promoted(self, timeout_s: float = 30.0) -> float:
         """Block until every sentinel names the replica and it says it is master; seconds waited."""
         assert self.killed is not None, "kill_primary first"
