@@ -159,7 +159,7 @@ async def _fleet(root: Path, runs: int) -> list[list[object]]:
                     len(run.lost_to_replication), len(r.lost), r.duplicated,
                     len(r.order_problems), f"{run.promoted_s:.1f}", f"{run.settled_s:.0f}",
                     _ms(r.latency_p50_ms), _ms(r.latency_p99_ms), run.failover_lines,
-                    run.tracebacks,
+                    run.followed_s, run.tracebacks,
                 ])  # fmt: skip
     finally:
         observer.close()
@@ -171,45 +171,52 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.0f}"
 
 
+def _publishing(root: Path, publishes: int, failovers: int) -> None:
+    """The publish cost and loss tables."""
+    costs = []
+    for lag in LAGS_MS:
+        for wait in (0, 1):
+            progress(f"publish cost: lag {lag} ms, WAIT {wait}")
+            costs.append(publish_cost(root / f"cost-{lag}-{wait}", lag, wait, publishes))
+    print("Publish latency, one event per publish (the hook's producer):\n")
+    print(markdown_table(
+        ["replica lag", "MEMQ_PUBLISH_WAIT_REPLICAS", "publishes", "p50 ms", "p99 ms"],
+        [[f"{c.lag_ms} ms", c.wait_replicas, c.publishes, f"{c.p50_ms:.2f}",
+          f"{c.p99_ms:.2f}"] for c in costs],
+    ))  # fmt: skip
+    losses = [
+        failover_losses(root / f"loss-{lag}-{wait}", lag, wait, failovers)
+        for lag in LAGS_MS
+        for wait in (0, 1)
+    ]
+    print("\nAcknowledged publishes lost per primary kill -9 (publishing back to back):\n")
+    print(markdown_table(
+        ["replica lag", "MEMQ_PUBLISH_WAIT_REPLICAS", "failovers", "acknowledged",
+         "lost per failover", "promoted after (s)"],
+        [[f"{x.lag_ms} ms", x.wait_replicas, x.failovers, x.acknowledged, x.lost,
+          ", ".join(f"{s:.1f}" for s in x.promoted_s)] for x in losses],
+    ))  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--failovers", type=int, default=3, help="kills per loss row")
     parser.add_argument("--publishes", type=int, default=300, help="publishes per cost row")
     parser.add_argument("--fleet-runs", type=int, default=1, help="fleet runs per setting")
+    parser.add_argument("--fleet-only", action="store_true", help="only the fleet table")
     args = parser.parse_args()
     print(f"machine: {machine()}, shared\n")
     with tempfile.TemporaryDirectory(prefix="memq-bench-failover-") as tmp:
         root = Path(tmp)
-        costs = []
-        for lag in LAGS_MS:
-            for wait in (0, 1):
-                progress(f"publish cost: lag {lag} ms, WAIT {wait}")
-                costs.append(publish_cost(root / f"cost-{lag}-{wait}", lag, wait, args.publishes))
-        print("Publish latency, one event per publish (the hook's producer):\n")
-        print(markdown_table(
-            ["replica lag", "MEMQ_PUBLISH_WAIT_REPLICAS", "publishes", "p50 ms", "p99 ms"],
-            [[f"{c.lag_ms} ms", c.wait_replicas, c.publishes, f"{c.p50_ms:.2f}",
-              f"{c.p99_ms:.2f}"] for c in costs],
-        ))  # fmt: skip
-        losses = [
-            failover_losses(root / f"loss-{lag}-{wait}", lag, wait, args.failovers)
-            for lag in LAGS_MS
-            for wait in (0, 1)
-        ]
-        print("\nAcknowledged publishes lost per primary kill -9 (publishing back to back):\n")
-        print(markdown_table(
-            ["replica lag", "MEMQ_PUBLISH_WAIT_REPLICAS", "failovers", "acknowledged",
-             "lost per failover", "promoted after (s)"],
-            [[f"{x.lag_ms} ms", x.wait_replicas, x.failovers, x.acknowledged, x.lost,
-              ", ".join(f"{s:.1f}" for s in x.promoted_s)] for x in losses],
-        ))  # fmt: skip
+        if not args.fleet_only:
+            _publishing(root, args.publishes, args.failovers)
         if args.fleet_runs:
             rows = asyncio.run(_fleet(root, args.fleet_runs))
             print("\nA fleet through a primary kill -9 (replicas 25 ms behind, 3 calls/s):\n")
             print(markdown_table(
                 ["WAIT", "published", "stored", "dropped", "dead", "lost to replication",
                  "lost", "duplicated", "order problems", "promoted (s)", "settled (s)",
-                 "p50 ms", "p99 ms", "failover lines", "tracebacks"],
+                 "p50 ms", "p99 ms", "failover lines", "workers followed (s)", "tracebacks"],
                 rows,
             ))  # fmt: skip
 

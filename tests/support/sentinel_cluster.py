@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -219,7 +220,7 @@ class SentinelCluster:
         self.failovers += 1
         return time.monotonic() - started
 
-    def restart_old_primary_as_replica(self, timeout_s: float = 30.0) -> bool:
+    def restart_old_primary_as_replica(self, timeout_s: float = 60.0) -> bool:
         """Start the killed node again on its port; block until sentinel made it a replica.
 
         Returns whether it was seen claiming to be a master first: it starts as one (its
@@ -239,7 +240,9 @@ class SentinelCluster:
                 and info.get("master_link_status") == "up"
             )
 
-        self._wait(following, timeout_s)
+        # A sentinel converts it once it has said `master` for 8 s (4 hello periods) and its
+        # next INFO is read: ~10-20 s, longer on a loaded machine.
+        self._wait(following, timeout_s, lambda: f"the old primary: {old.replication()}")
         self.killed = None
         return claimed_master
 
@@ -269,12 +272,15 @@ class SentinelCluster:
         return int(fields[b"num-slaves"]) >= replicas and int(fields[b"num-other-sentinels"]) >= 2
 
     @staticmethod
-    def _wait(condition: object, timeout_s: float) -> None:
-        assert callable(condition)
+    def _wait(
+        condition: Callable[[], bool], timeout_s: float, state: Callable[[], str] = str
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
-                raise FailoverError(f"the Redis cluster did not get there in {timeout_s}s")
+                raise FailoverError(
+                    f"the Redis cluster did not get there in {timeout_s}s: {state()}"
+                )
             time.sleep(0.05)
 
 

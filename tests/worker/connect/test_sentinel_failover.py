@@ -199,3 +199,30 @@ async def test_a_demoted_primary_sends_clients_to_the_new_one_and_the_hook_spool
         await own.aclose()
         await asyncio.to_thread(cluster.stop)
     assert old.port != new
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_write_retried_through_a_failover_reaches_the_new_primary_not_the_old_one_back(
+    tmp_path: Path,
+) -> None:
+    cluster = await asyncio.to_thread(SentinelCluster(tmp_path / "redis").start)
+    settings = Settings(redis_url=cluster.url, prefix="zz", data_dir=str(tmp_path / "data"))
+    arq = await connect_arq(settings)
+    try:
+        await arq.set("k", "before")
+        victim = await asyncio.to_thread(cluster.kill_primary)
+        # Sent while there is no primary: the pool keeps reconnecting (its ride-out).
+        write = asyncio.create_task(arq.set("k", "during"))
+        await asyncio.to_thread(cluster.wait_promoted)
+        # The old primary back at once, empty: it says it is a master until a sentinel
+        # converts it (seconds later). A retry must not take it for the primary.
+        await asyncio.to_thread(victim.start)
+        await asyncio.wait_for(write, FOLLOW_S)
+        with cluster.primary().client() as new_primary, victim.client() as old_one:
+            on_new, on_old = new_primary.get("k"), old_one.get("k")
+    finally:
+        await arq.aclose()
+        await asyncio.to_thread(cluster.stop)
+    assert on_new == b"during"
+    assert on_old is None  # nothing went to the old primary while it was a master
