@@ -23,22 +23,13 @@ import pytest
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.fleet import Fleet
-from tests.support.fleet_load import LoadResult
+from tests.support.fleet_load import LoadResult, next_publish
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.redis_server import RedisServer
 
 SECONDS = 8.0
 RATE = 3.0  # calls a second over 4 sessions: ~24 calls, a hook every ~330 ms
 AGENT_DOWN_S = 3.0
-
-
-async def _next_publish(progress: LoadResult, host: int, timeout_s: float = 20.0) -> None:
-    """Return as soon as one more of `host`'s hooks has exited 0."""
-    seen = sum(p.host == host for p in progress.published)
-    deadline = time.monotonic() + timeout_s
-    while sum(p.host == host for p in progress.published) == seen:
-        assert time.monotonic() < deadline, f"host {host} published nothing in {timeout_s}s"
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture(name="fleet_redis")
@@ -72,7 +63,7 @@ async def test_a_worker_killed_mid_turn_and_an_agent_killed_lose_and_duplicate_n
         load = asyncio.create_task(fleet.load(seconds=SECONDS, rate=RATE, into=progress))
         killed_mid_turn = await asyncio.to_thread(fleet.kill_worker_mid_turn, 0, timeout_s=20)
         # Right after a hook the agent answered: the agent may still hold it in its spool.
-        await _next_publish(progress, host=0)
+        await next_publish(progress, host=0)
         agent_killed_at = time.time()
         await asyncio.to_thread(fleet.kill_agent, 0)
         spooled_at_kill = fleet.hosts[0].spooled_lines()
@@ -103,6 +94,7 @@ async def test_a_worker_killed_mid_turn_and_an_agent_killed_lose_and_duplicate_n
     assert report.double_counted == []
     assert report.duplicated == 0
     assert report.order_problems == []
+    assert report.observer_order_problems == []
     assert report.stored_without_observation == 0
     assert report.stored + report.dropped + report.dead == report.published
     # The deterministic observer never sends garbage: every call is stored.

@@ -41,16 +41,18 @@ class FleetReport(msgspec.Struct, kw_only=True):
     duplicated: int  # observations beyond the first for one (session, title)
     stored_without_observation: int  # stored calls no observation names as its source
     order_problems: list[str]  # sessions whose observations were committed out of step order
+    observer_order_problems: list[str]  # calls that showed a session's steps out of order
     missing_vectors: int | None  # observations without their title vector; None: Chroma off
     latency_p50_ms: float | None  # hook exit -> processed_at, over stored and dropped calls
     latency_p99_ms: float | None
     hook_failures: int  # hooks that did not exit 0 (their calls are not in `published`)
     hook_p50_ms: float | None  # the hook process's own time, as the agent waits for it
-    worker_cpu_s: dict[str, float]  # per worker slot, over every process it ran
+    worker_cpu_s: dict[str, float]  # per worker slot from the load's start (restarts included)
     worker_starts: dict[str, int]
     redis_cpu_s: float | None  # Redis server CPU over the run; None when it cannot be told
     redis_cpu_ms_per_event: float | None  # Redis CPU over the run (polling too) / published
     spool_flushes: int = 0  # `memq spool flush` runs settling needed (no hook came to do it)
+    vector_outbox_pending: int = 0  # outbox rows not marked indexed when the report was read
 
     def balanced(self) -> bool:
         """Every published call accounted for exactly once, nothing duplicated or out of order."""
@@ -61,6 +63,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
             and self.duplicated == 0
             and self.stored_without_observation == 0
             and not self.order_problems
+            and not self.observer_order_problems
             and self.missing_vectors in (0, None)
             and self.stored + self.dropped + self.dead == self.published
         )
@@ -71,12 +74,13 @@ class FleetReport(msgspec.Struct, kw_only=True):
             f"published {self.published} = stored {self.stored} + dropped {self.dropped}"
             f" + dead {self.dead}; lost {len(self.lost)}, double-counted"
             f" {len(self.double_counted)}, duplicated {self.duplicated}, order problems"
-            f" {len(self.order_problems)}, missing vectors {self.missing_vectors};"
+            f" {len(self.order_problems)} committed + {len(self.observer_order_problems)} asked,"
+            f" missing vectors {self.missing_vectors};"
             f" publish->stored p50 {_ms(self.latency_p50_ms)} p99 {_ms(self.latency_p99_ms)};"
             f" hook p50 {_ms(self.hook_p50_ms)}, failures {self.hook_failures};"
             f" worker CPU {self.worker_cpu_s} s, starts {self.worker_starts};"
             f" Redis CPU/event {_ms(self.redis_cpu_ms_per_event)}; spool flushes"
-            f" {self.spool_flushes}"
+            f" {self.spool_flushes}; outbox rows pending {self.vector_outbox_pending}"
         )
 
 
@@ -129,6 +133,33 @@ async def read_store(database_url: str, sessions: list[str]) -> StoreView:
             for r in observed
         ],
     )
+
+
+async def processed_so_far(
+    database_url: str, ids: list[str], sessions: list[str]
+) -> tuple[int, list[int]]:
+    """(how many of `ids` are processed, the ids of `sessions`' observations)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        processed = await conn.fetchval(
+            "SELECT count(*) FROM processed_events WHERE event_id = ANY($1)", ids
+        )
+        observed = await conn.fetch(
+            "SELECT id FROM observations WHERE memory_session_id = ANY($1)", sessions
+        )
+    finally:
+        await conn.close()
+    return int(processed), [int(r["id"]) for r in observed]
+
+
+async def vector_outbox_pending(database_url: str) -> int:
+    """Outbox rows not yet marked indexed (in the whole database)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        pending = await conn.fetchval("SELECT count(*) FROM vector_outbox WHERE state = 'pending'")
+        return int(pending)
+    finally:
+        await conn.close()
 
 
 def _json_list(value: Any) -> list[str]:
@@ -190,6 +221,8 @@ def account(
     worker_starts: dict[str, int],
     redis_cpu_s: float | None,
     spool_flushes: int = 0,
+    observer_order_problems: list[str] | None = None,
+    vector_outbox_pending: int = 0,
 ) -> FleetReport:
     """Balance what was published against what the store and the dead-letter stream hold."""
     ids = {p.event_id for p in published}
@@ -214,6 +247,7 @@ def account(
         duplicated=sum(n - 1 for n in titles.values()),
         stored_without_observation=len(stored - sourced),
         order_problems=order_problems(store.observations),
+        observer_order_problems=observer_order_problems or [],
         missing_vectors=missing,
         latency_p50_ms=percentile(latencies, 50),
         latency_p99_ms=percentile(latencies, 99),
@@ -226,4 +260,5 @@ def account(
         if redis_cpu_s is None or not ids
         else redis_cpu_s * 1000 / len(ids),
         spool_flushes=spool_flushes,
+        vector_outbox_pending=vector_outbox_pending,
     )

@@ -56,6 +56,16 @@ class LoadResult(msgspec.Struct, kw_only=True):
     ended_at: float = 0.0
 
 
+async def next_publish(load: LoadResult, host: int, timeout_s: float = 30.0) -> None:
+    """Return as soon as one more of `host`'s hooks has exited 0 in a running load."""
+    seen = sum(p.host == host for p in load.published)
+    deadline = time.monotonic() + timeout_s
+    while sum(p.host == host for p in load.published) == seen:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"host {host} published nothing in {timeout_s}s")
+        await asyncio.sleep(0.005)  # a hook takes tens of ms: this polls well inside one
+
+
 def step_command(session: str, step: int) -> str:
     """The Bash command of a session's step: the step leads, so the observation's title has it."""
     return f"echo step-{step:04d} {session}"

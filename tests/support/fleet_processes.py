@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import threading
@@ -19,10 +20,16 @@ from pathlib import Path
 
 import httpx
 
+from pipeline.prompting.prompts import RECORDED_ELEMENT
 from tests.support.fake_observer import RecordedRequest, Reply, deterministic_reply
 from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.ports import free_port
 from tests.support.worker_process import WorkerProcess
+
+# A call's command (tests/support/fleet_load.py): `echo step-0007 <session>`.
+_STEP = re.compile(r"step-(\d{4}) ([\w-]+)")
+# The titles a prompt lists as recorded already name earlier steps: not calls of this turn.
+_RECORDED = re.compile(rf"<{RECORDED_ELEMENT}>.*?</{RECORDED_ELEMENT}>", re.DOTALL)
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -61,10 +68,15 @@ class PacedObserver:
         self._lock = threading.Condition()
         self._in_flight: Counter[str] = Counter()
         self.calls: Counter[str] = Counter()
+        self._asked: list[tuple[str, list[int]]] = []  # (session, steps) per call, as received
 
     def __call__(self, request: RecordedRequest) -> Reply:
         model = str(request.body.get("model", ""))
+        steps: dict[str, list[int]] = {}
+        for step, session in _STEP.findall(_RECORDED.sub("", request.user)):
+            steps.setdefault(session, []).append(int(step))
         with self._lock:
+            self._asked += list(steps.items())
             delay = self._rng.uniform(self.low_s, self.high_s)
             self._in_flight[model] += 1
             self.calls[model] += 1
@@ -75,6 +87,23 @@ class PacedObserver:
         finally:
             with self._lock:
                 self._in_flight[model] -= 1
+
+    def order_problems(self, sessions: set[str]) -> list[str]:
+        """Calls that showed a session's steps out of order, or skipped ahead of a step the
+        observer had not been shown yet (a retried turn may show steps again)."""
+        shown_up_to: dict[str, int] = {}
+        problems = []
+        with self._lock:
+            asked = list(self._asked)
+        for session, steps in asked:
+            if session not in sessions:
+                continue
+            if steps != list(range(steps[0], steps[0] + len(steps))):
+                problems.append(f"{session}: one call showed steps {steps}")
+            if steps[0] > shown_up_to.get(session, -1) + 1:
+                problems.append(f"{session}: step {steps[0]} shown before {steps[0] - 1}")
+            shown_up_to[session] = max(shown_up_to.get(session, -1), steps[-1])
+        return problems
 
     def in_flight(self, model: str) -> int:
         """Calls of `model` received and not yet answered."""

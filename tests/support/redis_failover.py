@@ -64,9 +64,9 @@ async def run_failover(
             observer=observer,
             workers=2,
             hosts=2,
+            # the hooks and `memq agent` publish
+            host_settings={"publish_wait_replicas": str(wait_replicas)},
         )
-        for host in fleet.hosts:  # the hooks and `memq agent` publish
-            host.env["MEMQ_PUBLISH_WAIT_REPLICAS"] = str(wait_replicas)
         async with fleet:
             progress = LoadResult()
             load = asyncio.create_task(fleet.load(seconds=seconds, rate=rate, into=progress))

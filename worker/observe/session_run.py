@@ -25,11 +25,14 @@ from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
 from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StaleFenceError, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
 _JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
+STORE_RETRY_MAX_S = 5.0
+"""A session waiting for an unreachable store looks again at least this often: a look costs
+one refused connection, and the backlog restarts within seconds of the store's return."""
 
 
 async def observe(rt: Runtime, session: str, job_id: str) -> str:
@@ -58,6 +61,13 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     except (FencedError, LeaseLostError) as e:
         logger.warning("stopped: %s", e)
         result = "fenced"
+    except StoreUnavailableError as e:
+        # The store warned once for the outage; its entries stay pending, no attempt counted.
+        logger.debug("waiting for the store: %s", e)
+        defer_s = min(await _error_backoff_s(rt, session), STORE_RETRY_MAX_S)
+        result = "store-down"
+        if rt.metrics is not None:
+            rt.metrics.store_waits.inc()
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
@@ -139,8 +149,8 @@ async def _drive(
         await _dead_letter(rt, lease, stream, bad)
         try:
             delivered = await _skip_processed(rt, session, lease, stream, delivered)
-        except StaleFenceError:
-            raise
+        except (StaleFenceError, StoreUnavailableError):
+            raise  # unreachable storage is waited for by the job's caller, not an attempt
         except StoreError as e:  # storage fails before the turn: an attempt all the same
             failed = await runner.retry_or_dead(
                 [d.entry for d in delivered], f"storage failed: {e}"

@@ -25,7 +25,7 @@ from worker.search.vector_index import (
 )
 from worker.settings import Settings
 from worker.storage.index_records import VectorRetry
-from worker.storage.protocol import IndexStore
+from worker.storage.protocol import IndexStore, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,10 @@ class SyncPolicy(msgspec.Struct, frozen=True, kw_only=True):
     lease_s: float = 300.0
     """A claimed row whose worker died is claimed again after this."""
     call_timeout_s: float = 120.0
-    """Chroma's HTTP client never times out on its own."""
+    """Embedding and upserting one batch (the HTTP client has its own, shorter timeouts)."""
+    probe: Backoff = Backoff(base_s=1.0, max_s=30.0)
+    """While the index fails, a heartbeat is sent this often before any row is claimed again:
+    rows are not charged an attempt per probe, and indexing resumes within 30 s of its return."""
 
 
 class DrainResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,7 +107,7 @@ class VectorSync:
                 )
         except Exception as e:
             self._index = None  # reconnect next time: the client may be broken
-            error = f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
+            error = _one_line(e)
             await self._store.retry_vector_jobs(
                 [
                     VectorRetry(
@@ -131,23 +134,57 @@ class VectorSync:
                 return indexed
 
     async def run(self) -> None:
-        """Drain forever (until cancelled): poll when idle, back off while Chroma fails."""
+        """Drain forever (until cancelled): poll when idle; while the index fails, probe it
+        with backoff and claim no row until it answers."""
         failures = 0
         while True:
+            if self._failing:
+                await asyncio.sleep(self._policy.probe.delay_s(failures, rand=self._rng))
+                if not await self._probe():
+                    failures += 1
+                    continue
             try:
                 result = await self.drain_once()
-            except Exception as e:  # storage itself failing: the same backoff applies
-                result = DrainResult(failed=1, error=f"{type(e).__name__}: {e}")
+            except StoreUnavailableError as e:  # the store warned once for its outage
+                logger.debug("vector sync waits for the store: %s", e)
+                await asyncio.sleep(sync_backoff_s(0, self._policy, self._rng))
+                continue
+            except StoreError as e:  # storage answering with errors: not the index's fault
+                logger.warning("vector sync: storage failed, retried with backoff: %s", e)
+                await asyncio.sleep(sync_backoff_s(failures, self._policy, self._rng))
+                failures += 1
+                continue
             if result.failed:
                 failures += 1
                 await self._note_failure(result.error or "unknown error")
-                await asyncio.sleep(sync_backoff_s(failures - 1, self._policy, self._rng))
                 continue
-            if result.indexed and failures:
-                logger.info("vector index reachable again")
-                failures, self._failing = 0, False
+            if self._failing:
+                self._failing, failures = False, 0
+                logger.info("vector index reachable again; %s rows wait", await self._lag())
+            failures = 0
             if result.idle:
                 await asyncio.sleep(self._policy.poll_s)
+
+    async def _probe(self) -> bool:
+        """True when the index answers a heartbeat (opening it first when needed)."""
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._heartbeat), self._policy.call_timeout_s)
+        except Exception as e:
+            self._index = None
+            logger.debug("vector index still failing: %s", _one_line(e))
+            return False
+        return True
+
+    def _heartbeat(self) -> None:
+        if self._index is None:
+            self._index = self._open_index()
+        self._index.heartbeat()
+
+    async def _lag(self) -> str:
+        try:
+            return str(await self._store.vector_lag())
+        except StoreError:
+            return "some"
 
     async def _note_failure(self, error: str) -> None:
         # One warning per outage, not one per attempt (the original logged 8.9 M lines).
@@ -155,16 +192,20 @@ class VectorSync:
             logger.debug("vector index still failing: %s", error)
             return
         self._failing = True
-        try:
-            waiting = f"{await self._store.vector_lag()} rows wait"
-        except Exception:  # storage may be what is failing
-            waiting = "rows wait"
-        logger.warning("vector index unavailable (%s); %s, retried with backoff", error, waiting)
+        logger.warning(
+            "vector index unavailable (%s); %s rows wait, probed with backoff until it answers",
+            error,
+            await self._lag(),
+        )
 
     def _upsert(self, docs: list[VectorDocument]) -> None:
         if self._index is None:
             self._index = self._open_index()
         self._index.upsert(docs)
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
 
 
 class SyncLock:
