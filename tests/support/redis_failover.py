@@ -11,7 +11,9 @@ is counted as lost to replication when the promoted primary never saw its event 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from datetime import datetime
 from pathlib import Path
 
 import msgspec
@@ -62,15 +64,15 @@ async def run_failover(
             observer=observer,
             workers=2,
             hosts=2,
+            # the hooks and `memq agent` publish
+            host_settings={"publish_wait_replicas": str(wait_replicas)},
         )
-        for host in fleet.hosts:  # the hooks and `memq agent` publish
-            host.env["MEMQ_PUBLISH_WAIT_REPLICAS"] = str(wait_replicas)
         async with fleet:
             progress = LoadResult()
             load = asyncio.create_task(fleet.load(seconds=seconds, rate=rate, into=progress))
             await asyncio.sleep(seconds / 3)
             await _next_publish(progress)
-            killed_at = time.monotonic()
+            killed_at, killed_wall = time.monotonic(), time.time()
             await asyncio.to_thread(cluster.kill_primary)
             promoted_s = await asyncio.to_thread(cluster.wait_promoted)
             rejoin = asyncio.create_task(asyncio.to_thread(cluster.restart_old_primary_as_replica))
@@ -94,6 +96,7 @@ async def run_failover(
         old_primary_claimed_master=rejoined,
         worker_exits=exits,
         failover_lines=[log.count(FAILOVER_LINE) for log in logs],
+        followed_s=[_followed_s(log, killed_wall) for log in logs],
         tracebacks=sum(log.count("Traceback") for log in logs),
         took_s=time.monotonic() - started,
     )
@@ -110,6 +113,7 @@ class FailoverRun(msgspec.Struct, kw_only=True):
     old_primary_claimed_master: bool  # seen as a master when it came back, before sentinel
     worker_exits: list[int]
     failover_lines: list[int]  # per worker: log lines naming the failover
+    followed_s: list[float | None]  # per worker: kill -9 -> its line naming the new primary
     tracebacks: int  # in the workers' logs
 
     took_s: float
@@ -119,9 +123,23 @@ class FailoverRun(msgspec.Struct, kw_only=True):
         return (
             f"promoted in {self.promoted_s:.1f} s, settled {self.settled_s:.0f} s after the kill;"
             f" lost to replication {len(self.lost_to_replication)}; failover log lines"
-            f" {self.failover_lines}, tracebacks {self.tracebacks}; {self.report.line()};"
+            f" {self.failover_lines} (after {_seconds(self.followed_s)}), tracebacks"
+            f" {self.tracebacks}; {self.report.line()};"
             f" {self.took_s:.1f} s"
         )
+
+
+def _followed_s(log: str, killed_at: float) -> float | None:
+    """Seconds from the kill to the worker's (JSON) line naming the new primary."""
+    for line in log.splitlines():
+        if FAILOVER_LINE in line:
+            ts = json.loads(line)["ts"]
+            return round(datetime.fromisoformat(ts).timestamp() - killed_at, 1)
+    return None
+
+
+def _seconds(values: list[float | None]) -> str:
+    return ", ".join("-" if v is None else f"{v:.1f} s" for v in values)
 
 
 def _worker_log(fleet: Fleet, index: int) -> str:

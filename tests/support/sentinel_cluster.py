@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -186,6 +187,22 @@ class SentinelCluster:
         self.killed = victim
         return victim
 
+    def switch_over(self, timeout_s: float = 30.0) -> RedisNode:
+        """A graceful failover (`SENTINEL FAILOVER`): the primary lives on, demoted to a
+        replica, so clients still connected to it get READONLY errors. Returns the old one."""
+        old = self.primary()
+        with self.sentinels[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", MASTER)
+        self._wait(
+            lambda: (
+                all(s.master_port() not in (None, old.port) for s in self.sentinels)
+                and old.replication().get("role") == "slave"
+            ),
+            timeout_s,
+        )
+        self.failovers += 1
+        return old
+
     def wait_promoted(self, timeout_s: float = 30.0) -> float:
         """Block until every sentinel names the replica and it says it is master; seconds waited."""
         assert self.killed is not None, "kill_primary first"
@@ -203,7 +220,7 @@ class SentinelCluster:
         self.failovers += 1
         return time.monotonic() - started
 
-    def restart_old_primary_as_replica(self, timeout_s: float = 30.0) -> bool:
+    def restart_old_primary_as_replica(self, timeout_s: float = 60.0) -> bool:
         """Start the killed node again on its port; block until sentinel made it a replica.
 
         Returns whether it was seen claiming to be a master first: it starts as one (its
@@ -223,7 +240,9 @@ class SentinelCluster:
                 and info.get("master_link_status") == "up"
             )
 
-        self._wait(following, timeout_s)
+        # A sentinel converts it once it has said `master` for 8 s (4 hello periods) and its
+        # next INFO is read: ~10-20 s, longer on a loaded machine.
+        self._wait(following, timeout_s, lambda: f"the old primary: {old.replication()}")
         self.killed = None
         return claimed_master
 
@@ -253,12 +272,15 @@ class SentinelCluster:
         return int(fields[b"num-slaves"]) >= replicas and int(fields[b"num-other-sentinels"]) >= 2
 
     @staticmethod
-    def _wait(condition: object, timeout_s: float) -> None:
-        assert callable(condition)
+    def _wait(
+        condition: Callable[[], bool], timeout_s: float, state: Callable[[], str] = str
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
             if time.monotonic() > deadline:
-                raise FailoverError(f"the Redis cluster did not get there in {timeout_s}s")
+                raise FailoverError(
+                    f"the Redis cluster did not get there in {timeout_s}s: {state()}"
+                )
             time.sleep(0.05)
 
 

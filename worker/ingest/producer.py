@@ -128,9 +128,13 @@ class Producer:
             if wanted:
                 pipe.execute_command("WAIT", wanted, PUBLISH_WAIT_TIMEOUT_MS)
             try:
-                replies = await pipe.execute()
+                # Error replies come back as values: raised, redis-py's message would quote
+                # every command of the pipeline, each event's JSON with it.
+                replies = await pipe.execute(raise_on_error=False)
             except (RedisError, OSError) as e:
                 raise RedisUnavailableError(f"publish failed: {e}") from e
+            if failed := next((r for r in replies if isinstance(r, Exception)), None):
+                raise RedisUnavailableError(f"publish failed: {type(failed).__name__}: {failed}")
             if wanted:
                 _check_replicas(replies.pop(), len(chunk), wanted, PUBLISH_WAIT_TIMEOUT_MS)
             results.extend(_result(p.event, *r) for p, r in zip(chunk, replies, strict=True))

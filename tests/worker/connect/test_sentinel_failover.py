@@ -25,10 +25,13 @@ from tests.support.feed_rows import announce, fake_row
 from tests.support.fleet_load import bash_payload
 from tests.support.ingest import console_script, subprocess_env
 from tests.support.sentinel_cluster import SentinelCluster
+from tests.support.worker_harness import tool_call
 from worker.connect.primary import connected_primary
 from worker.connect.redis_client import connect_redis
+from worker.errors import RedisUnavailableError
 from worker.fanout.feed import FanoutConsumer
 from worker.fanout.feed_items import FeedItem
+from worker.ingest.producer import Producer, SyncProducer, prepare_event
 from worker.keys import Keys
 from worker.ops.health import HealthServer
 from worker.queue.arq_pool import connect_arq
@@ -153,3 +156,73 @@ async def test_clients_follow_a_failover_name_the_new_primary_and_log_it_once(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_demoted_primary_sends_clients_to_the_new_one_and_the_hook_spools(
+    tmp_path: Path,
+) -> None:
+    cluster = await asyncio.to_thread(SentinelCluster(tmp_path / "redis").start)
+    settings = Settings(redis_url=cluster.url, prefix="ro", data_dir=str(tmp_path / "data"))
+    arq = await connect_arq(settings)
+    own = await connect_redis(settings)
+    hook_producer = SyncProducer.connect(settings, timeout_ms=5000)
+    try:
+        for client in (arq, own):
+            await client.set("before", 1)  # connected to the primary before it is demoted
+        hook_producer.publish(prepare_event(tool_call("ro", 0), settings))
+        old = await asyncio.to_thread(cluster.switch_over)
+        new = cluster.primary().port
+        # The demoted primary closes its clients' connections or answers READONLY: redis-py
+        # asks the sentinels again and writes to the new primary; the hook's client reports
+        # Redis unavailable, which spools the event (the next run publishes it).
+        for client in (arq, own):
+            await client.set("after", 1)
+            assert connected_primary(client) == f"127.0.0.1:{new}"
+        with pytest.raises(RedisUnavailableError, match=r"READONLY|lost Redis"):
+            hook_producer.publish(prepare_event(tool_call("ro", 1), settings))
+        # A client that still goes to the old address (a stale DNS name, a plain URL) is
+        # answered READONLY, and both producers count it as not published.
+        stale = Settings(redis_url=f"redis://127.0.0.1:{old.port}/0", prefix="ro")
+        with (
+            SyncProducer.connect(stale, timeout_ms=5000) as producer,
+            pytest.raises(RedisUnavailableError, match="READONLY"),
+        ):
+            producer.publish(prepare_event(tool_call("ro", 2), stale))
+        async with await Producer.connect(stale) as async_producer:
+            with pytest.raises(RedisUnavailableError, match="ReadOnlyError: You can't write"):
+                await async_producer.publish(prepare_event(tool_call("ro", 3), stale))
+    finally:
+        hook_producer.close()
+        await arq.aclose()
+        await own.aclose()
+        await asyncio.to_thread(cluster.stop)
+    assert old.port != new
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_a_write_retried_through_a_failover_reaches_the_new_primary_not_the_old_one_back(
+    tmp_path: Path,
+) -> None:
+    cluster = await asyncio.to_thread(SentinelCluster(tmp_path / "redis").start)
+    settings = Settings(redis_url=cluster.url, prefix="zz", data_dir=str(tmp_path / "data"))
+    arq = await connect_arq(settings)
+    try:
+        await arq.set("k", "before")
+        victim = await asyncio.to_thread(cluster.kill_primary)
+        # Sent while there is no primary: the pool keeps reconnecting (its ride-out).
+        write = asyncio.create_task(arq.set("k", "during"))
+        await asyncio.to_thread(cluster.wait_promoted)
+        # The old primary back at once, empty: it says it is a master until a sentinel
+        # converts it (seconds later). A retry must not take it for the primary.
+        await asyncio.to_thread(victim.start)
+        await asyncio.wait_for(write, FOLLOW_S)
+        with cluster.primary().client() as new_primary, victim.client() as old_one:
+            on_new, on_old = new_primary.get("k"), old_one.get("k")
+    finally:
+        await arq.aclose()
+        await asyncio.to_thread(cluster.stop)
+    assert on_new == b"during"
+    assert on_old is None  # nothing went to the old primary while it was a master
