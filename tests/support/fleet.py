@@ -35,7 +35,9 @@ from tests.support.fleet_accounting import (
     account,
     dead_event_ids,
     missing_vectors,
+    processed_so_far,
     read_store,
+    vector_outbox_pending,
 )
 from tests.support.fleet_load import LoadResult, run_load
 from tests.support.fleet_processes import AgentHost, FleetWorker, PacedObserver, with_repo_on_path
@@ -66,6 +68,7 @@ class Fleet:
         prefix: str = "fleet",
         pace: PacedObserver | None = None,
         worker_settings: Mapping[str, str] | None = None,
+        host_settings: Mapping[str, str] | None = None,
         redis_cpu: Callable[[], Awaitable[float | None]] | None = None,
     ) -> None:
         self.workdir = workdir
@@ -83,6 +86,8 @@ class Fleet:
             for i in range(workers)
         ]
         self.hosts = [AgentHost(h, workdir, redis_url, prefix) for h in range(hosts)]
+        for host in self.hosts:  # the hooks' and `memq agent`'s (e.g. publish_wait_replicas)
+            host.env.update({f"MEMQ_{k.upper()}": v for k, v in (host_settings or {}).items()})
         self.spool_flushes = 0
         self._redis_cpu = redis_cpu or self._info_cpu
         self._redis: Redis | None = None
@@ -199,17 +204,21 @@ class Fleet:
 
     async def settle(self, load: LoadResult, *, timeout_s: float) -> bool:
         """Wait until every published call is processed or dead-lettered (and, with Chroma,
-        the vector outbox has drained); False after `timeout_s`.
+        every observation of the load's sessions is in the index); False after `timeout_s`.
 
+        The index is asked, not the outbox: a row indexed whose outbox row could not be
+        marked done (the store went down in between) has its vectors, and its outbox row
+        waits out its claim (`vector_outbox_pending` in the report counts those).
         Spooled events that no running agent publishes within SPOOL_STUCK_S are flushed with
         `memq spool flush`, which is what the host's next hook run would do.
         """
         ids = [p.event_id for p in load.published]
+        sessions = sorted({p.session for p in load.published})
         deadline = time.monotonic() + timeout_s
         stuck_since: dict[int, float] = {}
         while time.monotonic() < deadline:
             await self._flush_stuck_spools(stuck_since)
-            if await self._done(ids):
+            if await self._done(ids, sessions):
                 return True
             await asyncio.sleep(0.25)
         return False
@@ -226,24 +235,20 @@ class Fleet:
                 self.spool_flushes += 1
                 stuck_since.pop(host.index, None)
 
-    async def _done(self, ids: list[str]) -> bool:
-        pending = 0
+    async def _done(self, ids: list[str], sessions: list[str]) -> bool:
         try:
-            conn = await asyncpg.connect(self.database_url)
-            try:
-                processed = await conn.fetchval(
-                    "SELECT count(*) FROM processed_events WHERE event_id = ANY($1)", ids
-                )
-                if self.chroma != "off":
-                    pending = await conn.fetchval(
-                        "SELECT count(*) FROM vector_outbox WHERE state = 'pending'"
-                    )
-            finally:
-                await conn.close()
+            processed, rows = await processed_so_far(self.database_url, ids, sessions)
             dead = await dead_event_ids(self.redis, self.prefix)
         except (OSError, asyncpg.PostgresError, RedisError):
             return False  # PostgreSQL or Redis down for a fault: ask again
-        return int(processed) + len(dead & set(ids)) >= len(ids) and not pending
+        if processed + len(dead & set(ids)) < len(ids):
+            return False
+        if self.chroma == "off":
+            return True
+        try:
+            return await asyncio.to_thread(missing_vectors, self.chroma, self.prefix, rows) == 0
+        except Exception:  # chromadb raises its own types (and httpx's) while it is down
+            return False
 
     async def report(self, load: LoadResult) -> FleetReport:
         """The accounting of one load run (call after `settle`)."""
@@ -254,6 +259,7 @@ class Fleet:
         if self.chroma != "off":
             ids = [row[0] for row in store.observations]
             missing = await asyncio.to_thread(missing_vectors, self.chroma, self.prefix, ids)
+        outbox_pending = await vector_outbox_pending(self.database_url)
         cpu_end = await self._redis_cpu()
         start = self._cpu_at_start
         return account(
@@ -268,6 +274,7 @@ class Fleet:
             redis_cpu_s=None if start is None or cpu_end is None else cpu_end - start,
             spool_flushes=self.spool_flushes,
             observer_order_problems=self.pace.order_problems(set(sessions)),
+            vector_outbox_pending=outbox_pending,
         )  # fmt: skip
 
     async def _info_cpu(self) -> float | None:

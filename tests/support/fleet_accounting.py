@@ -52,6 +52,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
     redis_cpu_s: float | None  # Redis server CPU over the run; None when it cannot be told
     redis_cpu_ms_per_event: float | None  # Redis CPU over the run (polling too) / published
     spool_flushes: int = 0  # `memq spool flush` runs settling needed (no hook came to do it)
+    vector_outbox_pending: int = 0  # outbox rows not marked indexed when the report was read
 
     def balanced(self) -> bool:
         """Every published call accounted for exactly once, nothing duplicated or out of order."""
@@ -79,7 +80,7 @@ class FleetReport(msgspec.Struct, kw_only=True):
             f" hook p50 {_ms(self.hook_p50_ms)}, failures {self.hook_failures};"
             f" worker CPU {self.worker_cpu_s} s, starts {self.worker_starts};"
             f" Redis CPU/event {_ms(self.redis_cpu_ms_per_event)}; spool flushes"
-            f" {self.spool_flushes}"
+            f" {self.spool_flushes}; outbox rows pending {self.vector_outbox_pending}"
         )
 
 
@@ -132,6 +133,33 @@ async def read_store(database_url: str, sessions: list[str]) -> StoreView:
             for r in observed
         ],
     )
+
+
+async def processed_so_far(
+    database_url: str, ids: list[str], sessions: list[str]
+) -> tuple[int, list[int]]:
+    """(how many of `ids` are processed, the ids of `sessions`' observations)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        processed = await conn.fetchval(
+            "SELECT count(*) FROM processed_events WHERE event_id = ANY($1)", ids
+        )
+        observed = await conn.fetch(
+            "SELECT id FROM observations WHERE memory_session_id = ANY($1)", sessions
+        )
+    finally:
+        await conn.close()
+    return int(processed), [int(r["id"]) for r in observed]
+
+
+async def vector_outbox_pending(database_url: str) -> int:
+    """Outbox rows not yet marked indexed (in the whole database)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        pending = await conn.fetchval("SELECT count(*) FROM vector_outbox WHERE state = 'pending'")
+        return int(pending)
+    finally:
+        await conn.close()
 
 
 def _json_list(value: Any) -> list[str]:
@@ -194,6 +222,7 @@ def account(
     redis_cpu_s: float | None,
     spool_flushes: int = 0,
     observer_order_problems: list[str] | None = None,
+    vector_outbox_pending: int = 0,
 ) -> FleetReport:
     """Balance what was published against what the store and the dead-letter stream hold."""
     ids = {p.event_id for p in published}
@@ -231,4 +260,5 @@ def account(
         if redis_cpu_s is None or not ids
         else redis_cpu_s * 1000 / len(ids),
         spool_flushes=spool_flushes,
+        vector_outbox_pending=vector_outbox_pending,
     )

@@ -99,7 +99,12 @@ def test_every_memq_variable_the_deploy_files_set_is_a_setting(
 
 
 # What tests/fleet/ runs a fleet with: Redis behind Sentinel, PostgreSQL, a Chroma server.
-FLEET_SETTINGS = ("MEMQ_REDIS_URL", "MEMQ_DATABASE_URL", "MEMQ_CHROMA")
+FLEET_SETTINGS = (
+    "MEMQ_REDIS_URL",
+    "MEMQ_DATABASE_URL",
+    "MEMQ_CHROMA",
+    "MEMQ_PUBLISH_WAIT_REPLICAS",
+)
 _INTERPOLATED = re.compile(r"\$\{[^}]*\}")
 _MONITOR = re.compile(r"sentinel monitor (\S+) (\S+) (\d+) (\d+)")
 
@@ -121,9 +126,10 @@ def test_the_settings_the_fleet_harness_proved_are_settings() -> None:
 
 def test_compose_runs_the_fleet_topology_the_fault_tests_run() -> None:
     services = _compose_services()
-    primary, replica = services["redis-primary"], services["redis-replica"]
-    assert "--appendonly yes" in _command(primary)
-    assert "--replicaof redis-primary 6379" in _command(replica)
+    assert "--appendonly yes" in _command(services["redis-primary"])
+    replicas = [
+        n for n, svc in services.items() if "--replicaof redis-primary 6379" in _command(svc)
+    ]
     sentinels = sorted(name for name, svc in services.items() if "--sentinel" in _command(svc))
     assert len(sentinels) == 3
     monitors = {_MONITOR.search(_command(services[name])) for name in sentinels}
@@ -149,6 +155,9 @@ def test_compose_runs_the_fleet_topology_the_fault_tests_run() -> None:
         assert (database.scheme, database.hostname) == ("postgresql", "postgres")
         chroma = urlsplit(env["MEMQ_CHROMA"])
         assert (chroma.scheme, chroma.hostname, chroma.port) == ("http", "chroma", chroma_port)
+        # Each publish waits for a replica: a failover must leave the new primary one.
+        wait = int(env["MEMQ_PUBLISH_WAIT_REPLICAS"])
+        assert 1 <= wait <= len(replicas) - 1, (wait, replicas)
 
 
 def test_k8s_points_the_workers_at_sentinel_postgresql_and_chroma_services() -> None:
@@ -167,6 +176,7 @@ def test_k8s_points_the_workers_at_sentinel_postgresql_and_chroma_services() -> 
     secret = env["MEMQ_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
     assert secret == {"name": "memq-secrets", "key": "MEMQ_DATABASE_URL"}
     assert set(FLEET_SETTINGS) <= {*config["data"], *env}
+    assert int(config["data"]["MEMQ_PUBLISH_WAIT_REPLICAS"]) >= 1
 
 
 def test_the_deploy_files_set_no_secret_inline() -> None:

@@ -105,8 +105,17 @@ def _closing_pool() -> type[SentinelConnectionPool]:
     # Built on first use: redis-py is too slow an import for the hook, which only parses URLs.
     from redis.asyncio.sentinel import SentinelConnectionPool
 
+    from worker.connect.primary import note_primary
+
     class ClosingSentinelPool(SentinelConnectionPool):
-        """Disconnecting the master's pool also closes the sentinels' connections."""
+        """Disconnecting the master's pool also closes the sentinels' connections; each master
+        the sentinels name is noted (a failover is logged once and counted)."""
+
+        async def get_master_address(self) -> tuple[str, int]:
+            address: tuple[str, int] = await super().get_master_address()  # type: ignore[no-untyped-call]
+            sentinels = [_sentinel_address(s) for s in self.sentinel_manager.sentinels]
+            note_primary(self.service_name, sentinels, address)
+            return address
 
         async def disconnect(self, inuse_connections: bool = True) -> None:
             await super().disconnect(inuse_connections)
@@ -114,6 +123,11 @@ def _closing_pool() -> type[SentinelConnectionPool]:
                 await sentinel.aclose()
 
     return ClosingSentinelPool
+
+
+def _sentinel_address(sentinel: Redis) -> str:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def _host_port(text: str, shown: str) -> tuple[str, int]:

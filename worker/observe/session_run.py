@@ -9,7 +9,9 @@ import time
 from collections.abc import Awaitable
 from typing import cast
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.events import kind_of
 from pipeline.outcomes import Outcome, TurnResult
@@ -69,7 +71,10 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
-        logger.exception("session job failed: %s", e)
+        if isinstance(e, RedisConnectionError | RedisTimeoutError):  # a failover, a restart:
+            logger.info("session job cut off, Redis lost: %s", e)  # said once by the pool
+        else:
+            logger.exception("session job failed: %s", e)
         defer_s = await _error_backoff_s(rt, session)
         result = "error"
         # A commit whose round trip failed after its ack left rows stored but unannounced,

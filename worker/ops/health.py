@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from worker.connect.primary import connected_primary
 from worker.http_serving import EmbeddedHttp
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
@@ -122,6 +123,8 @@ class HealthServer:
         """Refresh the fleet gauges before a scrape; when that fails they stay as they were."""
         try:
             async with asyncio.timeout(SCRAPE_TIMEOUT_S):
+                # The primary first: it is known even while the store is out.
+                self.metrics.set_redis_primary(connected_primary(self.redis))
                 self.metrics.set_fleet(await self.fleet_figures())
         except StoreUnavailableError as e:  # the store warned once for its outage
             logger.debug("metrics: fleet gauges not refreshed: %s", one_line(e))

@@ -7,6 +7,7 @@ import time
 import msgspec
 from redis.asyncio import Redis
 
+from worker.connect.primary import connected_primary
 from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
@@ -50,6 +51,9 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     """MEMQ_CHROMA: `on`, `off` or the Chroma server's URL; None without settings."""
     cost: Cost | None = None
     """The observer's tokens (and spend, when prices are set) over the last days."""
+    redis_primary: str | None = None
+    """host:port of the Redis primary these figures were read from (after a Sentinel
+    failover, the promoted replica's)."""
 
 
 async def stream_stats(redis: Redis, keys: Keys) -> StreamStats:
@@ -105,6 +109,7 @@ async def collect_stats(
         budget=budget,
         vector_index=None if settings is None else settings.chroma,
         cost=stored.cost,
+        redis_primary=connected_primary(redis),
     )
 
 

@@ -15,6 +15,7 @@ from prometheus_client import (
 )
 
 from pipeline.outcomes import COUNTED, Outcome, TurnResult
+from worker.connect.primary import primary_state
 from worker.observers.protocol import Observer, ObserverReply, ObserverRequest
 from worker.storage.outage import outages
 
@@ -135,6 +136,18 @@ class Metrics:
             self.paused.labels(provider)
         for by in ("startup", "session"):
             self.recovered_announcements.labels(by)
+        self.redis_primary = Gauge(
+            "memq_redis_primary",
+            "1 for the Redis primary (host:port) this process reaches now.",
+            ["address"],
+            registry=r,
+        )
+        self.redis_failovers = Gauge(
+            "memq_redis_failovers",
+            "Sentinel failovers this process followed (the primary the sentinels name changed).",
+            registry=r,
+        )
+        self.redis_failovers.set_function(lambda: float(primary_state().failovers))
 
     def count_outcome(self, outcome: str, n: int = 1, category: str | None = None) -> None:
         """Add n to an outcome; `deduplicated` rows are dedupe hits too."""
@@ -175,6 +188,11 @@ class Metrics:
             gauge.set(getattr(figures, field))
         for provider in PROVIDERS:
             self.paused.labels(provider).set(1 if provider in figures.paused_providers else 0)
+
+    def set_redis_primary(self, address: str) -> None:
+        """Name the primary reached now (the old one's series goes: one series, at 1)."""
+        self.redis_primary.clear()
+        self.redis_primary.labels(address).set(1)
 
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""

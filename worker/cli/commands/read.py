@@ -91,6 +91,7 @@ def stats(as_json: JsonFlag = False) -> None:
         if data["store_error"] is not None:
             raise typer.Exit(1)
         return
+    print(f"redis primary: {data['redis_primary']}")
     st = data["streams"]
     print(
         f"streams: {st['pending']} pending in {st['sessions']} sessions,"
