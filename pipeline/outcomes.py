@@ -65,7 +65,8 @@ class JobResult(enum.StrEnum):
     STOPPING = "stopping"  # the worker is shutting down: another one takes over
     BUSY = "busy"  # another job still holds the session's lease
     FENCED = "fenced"  # the lease was lost to a newer holder
-    ERROR = "error"  # something failed (storage down, a Redis blip, a bug): retried later
+    ERROR = "error"  # something failed (a Redis blip, a bug): retried later
+    STORE_DOWN = "store-down"  # the store cannot be reached: back soon, no attempt counted
     PAUSED = "paused"  # a turn was paused (quota, budget): back after the pause
     RETRY = "retry"  # a turn failed and is retried after its backoff
     THROTTLED = "throttled"  # a turn was held back by the fleet's rate limits

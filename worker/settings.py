@@ -75,6 +75,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     dedupe_window_s: PositiveInt = 7 * 24 * 3600
     spool_max_bytes: PositiveInt = 64 * 1024 * 1024
     hook_redis_timeout_ms: PositiveInt = 300
+    # replicas that must hold a publish before it counts as published (Redis WAIT; 0: none)
+    publish_wait_replicas: NonNegativeInt = 0
     # worker
     concurrency: PositiveInt = 8
     batch_max_events: PositiveInt = 8

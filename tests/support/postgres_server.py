@@ -77,6 +77,16 @@ class PostgresServer:
             "initdb", "-D", str(self.datadir), "-U", _USER, "--auth=trust",
             "-E", "UTF8", "--no-locale", "--no-sync",
         )  # fmt: skip
+        self.resume()
+        return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server and keep its data (`pg_ctl stop -m fast`: clients are cut off);
+        resume() starts it again on the same port."""
+        self._run("pg_ctl", "-D", str(self.datadir), "-m", mode, "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the cluster initdb made (again), and wait until it accepts connections."""
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port}"
             f" -c unix_socket_directories={self.workdir}"
@@ -87,7 +97,6 @@ class PostgresServer:
             "pg_ctl", "-D", str(self.datadir), "-l", str(self.workdir / "postgres.log"),
             "-o", options, "-w", "-t", "30", "start",
         )  # fmt: skip
-        return self
 
     def stop(self) -> None:
         if (self.datadir / "postmaster.pid").exists():

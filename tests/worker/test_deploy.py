@@ -6,11 +6,13 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 import pytest
 import yaml
 
+from worker.connect.sentinel import parse_sentinel_url
 from worker.settings import Secret, Settings, load_settings, settings_variables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,11 +98,85 @@ def test_every_memq_variable_the_deploy_files_set_is_a_setting(
     load_settings(values)
 
 
-def test_compose_and_k8s_point_every_service_at_the_redis_service() -> None:
-    found = dict(SOURCES)
-    for source in ("docker-compose.yml", "config.yaml"):
-        urls = {str(value) for name, value in found[source] if name == "MEMQ_REDIS_URL"}
-        assert urls == {"redis://redis:6379/0"}, source
+# What tests/fleet/ runs a fleet with: Redis behind Sentinel, PostgreSQL, a Chroma server.
+FLEET_SETTINGS = (
+    "MEMQ_REDIS_URL",
+    "MEMQ_DATABASE_URL",
+    "MEMQ_CHROMA",
+    "MEMQ_PUBLISH_WAIT_REPLICAS",
+)
+_INTERPOLATED = re.compile(r"\$\{[^}]*\}")
+_MONITOR = re.compile(r"sentinel monitor (\S+) (\S+) (\d+) (\d+)")
+
+
+def _compose_services() -> dict[str, Any]:
+    (compose,) = _documents(REPO / "docker-compose.yml")
+    services: dict[str, Any] = compose["services"]
+    return services
+
+
+def _command(service: dict[str, Any]) -> str:
+    command = service.get("command", [])
+    return command if isinstance(command, str) else " ".join(map(str, command))
+
+
+def test_the_settings_the_fleet_harness_proved_are_settings() -> None:
+    assert set(FLEET_SETTINGS) <= set(settings_variables().values())
+
+
+def test_compose_runs_the_fleet_topology_the_fault_tests_run() -> None:
+    services = _compose_services()
+    assert "--appendonly yes" in _command(services["redis-primary"])
+    replicas = [
+        n for n, svc in services.items() if "--replicaof redis-primary 6379" in _command(svc)
+    ]
+    sentinels = sorted(name for name, svc in services.items() if "--sentinel" in _command(svc))
+    assert len(sentinels) == 3
+    monitors = {_MONITOR.search(_command(services[name])) for name in sentinels}
+    (monitor,) = {m.groups() if m else None for m in monitors}
+    assert monitor is not None, "a sentinel monitors no master"
+    master, host, port, quorum = monitor
+    assert (host, port) == ("redis-primary", "6379")
+    assert int(quorum) == 2  # a majority of the three
+    assert "postgres" in services["postgres"]["image"]
+    assert "profiles" not in services["postgres"], "PostgreSQL is the fleet's store, always on"
+    chroma_args = services["chroma"]["entrypoint"]
+    assert chroma_args[:2] == ["chroma", "run"]
+    chroma_port = int(chroma_args[chroma_args.index("--port") + 1])
+    for name in ("worker", "ui", "telegram"):
+        env = services[name]["environment"]
+        assert set(FLEET_SETTINGS) <= set(env), name
+        redis = parse_sentinel_url(env["MEMQ_REDIS_URL"])
+        assert sorted(h for h, _ in redis.sentinels) == sentinels
+        assert {p for _, p in redis.sentinels} == {26379}
+        assert redis.master == master
+        # Compose fills in ${POSTGRES_PASSWORD…} from the shell or .env before memq sees it.
+        database = urlsplit(_INTERPOLATED.sub("password", env["MEMQ_DATABASE_URL"]))
+        assert (database.scheme, database.hostname) == ("postgresql", "postgres")
+        chroma = urlsplit(env["MEMQ_CHROMA"])
+        assert (chroma.scheme, chroma.hostname, chroma.port) == ("http", "chroma", chroma_port)
+        # Each publish waits for a replica: a failover must leave the new primary one.
+        wait = int(env["MEMQ_PUBLISH_WAIT_REPLICAS"])
+        assert 1 <= wait <= len(replicas) - 1, (wait, replicas)
+
+
+def test_k8s_points_the_workers_at_sentinel_postgresql_and_chroma_services() -> None:
+    docs = [doc for path in _yaml_files()[1:] for doc in _documents(path)]
+    services = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    redis = parse_sentinel_url(config["data"]["MEMQ_REDIS_URL"])
+    assert {h for h, _ in redis.sentinels} <= services
+    assert urlsplit(config["data"]["MEMQ_CHROMA"]).hostname in services
+    assert "postgres" in services
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container.get("env", [])}
+    # The database URL carries a password: the Secret names it, never the ConfigMap.
+    assert "MEMQ_DATABASE_URL" not in config["data"]
+    secret = env["MEMQ_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "memq-secrets", "key": "MEMQ_DATABASE_URL"}
+    assert set(FLEET_SETTINGS) <= {*config["data"], *env}
+    assert int(config["data"]["MEMQ_PUBLISH_WAIT_REPLICAS"]) >= 1
 
 
 def test_the_deploy_files_set_no_secret_inline() -> None:
@@ -112,14 +188,14 @@ def test_the_deploy_files_set_no_secret_inline() -> None:
 def test_compose_scales_the_worker_and_probes_its_health() -> None:
     (compose,) = _documents(REPO / "docker-compose.yml")
     services = compose["services"]
-    assert {"redis", "chroma", "worker", "ui", "telegram", "postgres"} <= set(services)
+    assert {"redis-primary", "chroma", "worker", "ui", "telegram", "postgres"} <= set(services)
     worker = services["worker"]
     # --scale worker=N: no fixed container name, no host port
     assert "container_name" not in worker
     assert "ports" not in worker
     assert worker["command"][:3] == ["worker", "--metrics-port", "9090"]
     assert "/readyz" in " ".join(worker["healthcheck"]["test"])
-    assert "--appendonly" in services["redis"]["command"]
+    assert "--appendonly" in services["redis-primary"]["command"]
     for name in ("worker", "ui", "telegram"):
         assert services[name]["build"]["dockerfile"] == "deploy/Dockerfile"
 
@@ -140,7 +216,7 @@ def test_k8s_worker_probes_readyz_and_healthz_on_the_metrics_port() -> None:
     metric_names = [m["external"]["metric"]["name"] for m in hpa["spec"]["metrics"]]
     assert metric_names == ["memq_stream_pending"]
     services = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
-    assert {"redis", "postgres"} <= services
+    assert {"redis-sentinel", "postgres", "chroma"} <= services
 
 
 def test_env_example_lists_exactly_the_settings_each_with_a_comment() -> None:

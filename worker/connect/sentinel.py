@@ -103,10 +103,46 @@ def sentinel_master(
 @functools.cache
 def _closing_pool() -> type[SentinelConnectionPool]:
     # Built on first use: redis-py is too slow an import for the hook, which only parses URLs.
-    from redis.asyncio.sentinel import SentinelConnectionPool
+    from redis.asyncio.connection import SSLConnection
+    from redis.asyncio.retry import Retry
+    from redis.asyncio.sentinel import SentinelConnectionPool, SentinelManagedConnection
+    from redis.backoff import NoBackoff
+
+    from worker.connect.primary import note_primary
+
+    class FollowingConnection(SentinelManagedConnection):
+        """Asks the sentinels again on every reconnect attempt.
+
+        redis-py's own connect retries the address it was given: in a failover, the dead
+        primary's, until the client's retries run out or that primary comes back, empty and
+        calling itself master until a sentinel converts it, and takes the writes (tested).
+        """
+
+        async def connect_to(self, address: tuple[str, int]) -> None:
+            # One try per address; the retries of `connect` (client's) each resolve again.
+            retry, self.retry = self.retry, Retry(NoBackoff(), 0)
+            try:
+                await super().connect_to(address)  # type: ignore[no-untyped-call]
+            finally:
+                self.retry = retry
+
+    class FollowingSSLConnection(FollowingConnection, SSLConnection):
+        """FollowingConnection over TLS."""
 
     class ClosingSentinelPool(SentinelConnectionPool):
-        """Disconnecting the master's pool also closes the sentinels' connections."""
+        """Disconnecting the master's pool also closes the sentinels' connections; each master
+        the sentinels name is noted (a failover is logged once and counted)."""
+
+        def __init__(self, service_name: str, sentinel_manager: Any, **kwargs: Any) -> None:
+            tls = kwargs.pop("ssl", False)
+            kwargs["connection_class"] = FollowingSSLConnection if tls else FollowingConnection
+            super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
+
+        async def get_master_address(self) -> tuple[str, int]:
+            address: tuple[str, int] = await super().get_master_address()  # type: ignore[no-untyped-call]
+            sentinels = [_sentinel_address(s) for s in self.sentinel_manager.sentinels]
+            note_primary(self.service_name, sentinels, address)
+            return address
 
         async def disconnect(self, inuse_connections: bool = True) -> None:
             await super().disconnect(inuse_connections)
@@ -114,6 +150,11 @@ def _closing_pool() -> type[SentinelConnectionPool]:
                 await sentinel.aclose()
 
     return ClosingSentinelPool
+
+
+def _sentinel_address(sentinel: Redis) -> str:
+    kwargs = sentinel.connection_pool.connection_kwargs
+    return f"{kwargs.get('host')}:{kwargs.get('port')}"
 
 
 def _host_port(text: str, shown: str) -> tuple[str, int]:

@@ -45,6 +45,7 @@ class AgentPublisher:
         self._queue: asyncio.Queue[Sequence[PreparedEvent]] = asyncio.Queue(queue_batches)
         self._producer: Producer | None = None
         self._spooling = self.spool.pending()  # older events first: they are flushed before
+        self._flush_failing = False  # the last flush could not reach Redis (said once)
         self._tasks: list[asyncio.Task[None]] = []
         self._appending = 0  # spool appends under way (in threads)
         self._append_order = asyncio.Lock()  # FIFO: appends land in the order they were asked
@@ -216,8 +217,13 @@ class AgentPublisher:
             ) as producer:
                 result = self.spool.flush(producer)
         except (RedisUnavailableError, ConfigError) as e:
-            logger.debug("spool not flushed: %s", e)
+            # Retried every RETRY_S: one warning per outage (a failover, a replica missing for
+            # MEMQ_PUBLISH_WAIT_REPLICAS), then quiet until a flush goes through again.
+            level = logging.DEBUG if self._flush_failing else logging.WARNING
+            self._flush_failing = True
+            logger.log(level, "spool not flushed, retrying every %g s: %s", RETRY_S, e)
             return None
+        self._flush_failing = False
         if result is not None and result.published:
             logger.info("published %d spooled event(s)", result.published)
         if result is not None and result.refused:

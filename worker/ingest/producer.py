@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 CHUNK_SIZE = 500
+PUBLISH_WAIT_TIMEOUT_MS = 1000
+"""The longest a publish waits for MEMQ_PUBLISH_WAIT_REPLICAS replicas (Redis WAIT): past it,
+a replica that far behind would lose the events in a failover anyway (docs/fleet.md)."""
 _PUBLISH_SHA = hashlib.sha1(PUBLISH_LUA.encode()).hexdigest()
 
 
@@ -45,6 +48,19 @@ class PublishResult(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["added", "duplicate", "refused"]
     stream_id: str = ""
     """The entry's id; for a duplicate, the id of the copy stored first."""
+
+
+class PublishNotReplicatedError(RedisUnavailableError):
+    """Redis took the events but too few replicas hold them yet: not counted as published."""
+
+
+def replication_message(events: int, replicas: int, wanted: int, timeout_ms: int) -> str:
+    """The one-line reason given when WAIT saw fewer replicas than MEMQ_PUBLISH_WAIT_REPLICAS."""
+    return (
+        f"{events} event(s) reached {replicas} of MEMQ_PUBLISH_WAIT_REPLICAS={wanted} replicas "
+        f"within {timeout_ms} ms: not counted as published (sending them again is safe: "
+        "event ids dedupe)"
+    )
 
 
 class PublishRefusedError(BackpressureError):
@@ -108,10 +124,19 @@ class Producer:
                     self._keys, self.settings, prepared.event, prepared.raw
                 )
                 await script(keys=keys, args=args, client=pipe)
+            wanted = self.settings.publish_wait_replicas
+            if wanted:
+                pipe.execute_command("WAIT", wanted, PUBLISH_WAIT_TIMEOUT_MS)
             try:
-                replies = await pipe.execute()
+                # Error replies come back as values: raised, redis-py's message would quote
+                # every command of the pipeline, each event's JSON with it.
+                replies = await pipe.execute(raise_on_error=False)
             except (RedisError, OSError) as e:
                 raise RedisUnavailableError(f"publish failed: {e}") from e
+            if failed := next((r for r in replies if isinstance(r, Exception)), None):
+                raise RedisUnavailableError(f"publish failed: {type(failed).__name__}: {failed}")
+            if wanted:
+                _check_replicas(replies.pop(), len(chunk), wanted, PUBLISH_WAIT_TIMEOUT_MS)
             results.extend(_result(p.event, *r) for p, r in zip(chunk, replies, strict=True))
         _raise_if_refused(results, self.settings)
         return results
@@ -171,10 +196,19 @@ class SyncProducer:
             if not self._script_loaded:
                 commands.append(["SCRIPT", "LOAD", PUBLISH_LUA])
             commands.extend(self._command(p) for p in chunk)
+            wanted = self.settings.publish_wait_replicas
+            # Within the client's own timeout, so that WAIT's answer is read, not cut off.
+            wait_ms = min(PUBLISH_WAIT_TIMEOUT_MS, self.client.timeout_ms * 2 // 3 or 1 << 30)
+            if wanted:
+                commands.append(["WAIT", wanted, wait_ms])
             replies = self.client.pipeline(commands)
             if not self._script_loaded:
                 _check_reply(replies.pop(0), self.client.where)
                 self._script_loaded = True
+            if wanted:
+                waited = replies.pop()
+                _check_reply(waited, self.client.where)
+                _check_replicas(waited, len(chunk), wanted, wait_ms)
             for prepared, reply in zip(chunk, replies, strict=True):
                 _check_reply(reply, self.client.where)
                 results.append(_result(prepared.event, *reply))
@@ -223,6 +257,12 @@ def _result(event: Event, status: int | bytes, stream_id: bytes | str) -> Publis
 def _check_reply(reply: Any, where: str) -> None:
     if isinstance(reply, Exception):
         raise RedisUnavailableError(f"Redis at {where} failed the publish: {reply}")
+
+
+def _check_replicas(reply: Any, events: int, wanted: int, timeout_ms: int) -> None:
+    replicas = int(reply)
+    if replicas < wanted:
+        raise PublishNotReplicatedError(replication_message(events, replicas, wanted, timeout_ms))
 
 
 def _raise_if_refused(results: Sequence[PublishResult], settings: Settings) -> None:

@@ -33,6 +33,12 @@ class SyncRedis:
         self._reader = hiredis.Reader()
         self.where = where
 
+    @property
+    def timeout_ms(self) -> int:
+        """The bound on every socket operation, in milliseconds."""
+        timeout = self._sock.gettimeout()
+        return int(timeout * 1000) if timeout is not None else 0
+
     def execute(self, *args: Arg) -> Any:
         """Send one command and return its reply (an error reply raises RedisUnavailableError)."""
         (reply,) = self.pipeline([args])

@@ -10,7 +10,9 @@ from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import cast
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.events import kind_of
 from pipeline.outcomes import JobResult, Outcome
@@ -25,11 +27,14 @@ from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
 from worker.queue.streams import Entry, FencedError, SessionStream
 from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StaleFenceError, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
 _JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
+# A session waiting for an unreachable store looks again this often at least (a look costs a
+# refused connection): the backlog restarts within seconds of the store's return.
+STORE_RETRY_MAX_S = 5.0
 
 
 async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
@@ -58,10 +63,20 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
     except (FencedError, LeaseLostError) as e:
         logger.warning("stopped: %s", e)
         result = JobResult.FENCED
+    except StoreUnavailableError as e:
+        # The store warned once for the outage; its entries stay pending, no attempt counted.
+        logger.debug("waiting for the store: %s", e)
+        defer_s = min(await _error_backoff_s(rt, session), STORE_RETRY_MAX_S)
+        result = JobResult.STORE_DOWN
+        if rt.metrics is not None:
+            rt.metrics.store_waits.inc()
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
-        logger.exception("session job failed: %s", e)
+        if isinstance(e, RedisConnectionError | RedisTimeoutError):  # a failover, a restart:
+            logger.info("session job cut off, Redis lost: %s", e)  # said once by the pool
+        else:
+            logger.exception("session job failed: %s", e)
         defer_s = await _error_backoff_s(rt, session)
         result = JobResult.ERROR
         # A commit whose round trip failed after its ack left rows stored but unannounced,
@@ -136,8 +151,8 @@ async def _drive(
         await _dead_letter(rt, lease, stream, bad)
         try:
             delivered = await _skip_processed(rt, session, lease, stream, delivered)
-        except StaleFenceError:
-            raise
+        except (StaleFenceError, StoreUnavailableError):
+            raise  # unreachable storage is waited for by the job's caller, not an attempt
         except StoreError as e:  # storage fails before the turn: an attempt all the same
             failed = await runner.failed(
                 [d.entry for d in delivered], FailureKind.STORAGE, f"storage failed: {e}"

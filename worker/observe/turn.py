@@ -37,7 +37,7 @@ from worker.observers.errors import (
 from worker.observers.protocol import ObserverRequest, Usage
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StaleFenceError, StoreError, StoreUnavailableError
 from worker.storage.records import BatchWrite
 
 logger = logging.getLogger(__name__)
@@ -201,7 +201,12 @@ class TurnRunner:
             written = await self.rt.store.write_batch(batch)
         except StaleFenceError:
             raise
-        except StoreError as e:  # a malformed database, a full disk, PostgreSQL gone
+        except StoreUnavailableError:
+            # PostgreSQL is not there: keep the paid reply and wait for it (the job stops),
+            # counting no attempt, so an outage of any length dead-letters nothing.
+            await self.kept.keep(entries[0].id, batch.event_ids, settled)
+            raise
+        except StoreError as e:  # a malformed database, a full disk: it answers, and fails
             # The reply is paid for: keep it for the retry, and count the attempt.
             reason = f"storage failed: {' '.join(str(e).split()) or type(e).__name__}"
             logger.warning("commit failed, the turn is kept for its retry: %s", reason)

@@ -18,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from worker.connect.primary import connected_primary
 from worker.http_serving import EmbeddedHttp
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
@@ -25,7 +26,7 @@ from worker.ops.silence import silent_sessions
 from worker.ops.stats import stream_stats
 from worker.settings import Settings
 from worker.storage.factory import open_store
-from worker.storage.protocol import Store, StoreError
+from worker.storage.protocol import Store, StoreError, StoreUnavailableError
 from worker.storage.sql_store import one_line
 from worker.telemetry.metrics import FleetFigures, Metrics
 
@@ -97,13 +98,18 @@ class HealthServer:
         """Read the fleet-wide gauges from Redis and the store."""
         streams = await stream_stats(self.redis, self.keys)
         # Without a vector index the outbox is never drained: no lag to report.
-        lag = 0 if self.settings.chroma == "off" else await self.store.vector_lag()
+        off = self.settings.chroma == "off"
+        lag = 0 if off else await self.store.vector_lag()
+        oldest_ms = None if off else await self.store.vector_oldest_pending_ms()
         return FleetFigures(
             stream_pending=streams.pending,
             oldest_pending_s=streams.oldest_pending_age_s or 0.0,
             paused_providers=await Pauses(self.redis, self.keys).paused_providers(),
             dead_letters=await self.redis.xlen(self.keys.dead),
             vector_lag=lag,
+            vector_oldest_pending_s=0.0
+            if oldest_ms is None
+            else max(0.0, time.time() - oldest_ms / 1000),
             silent_sessions=await silent_sessions(
                 self.redis,
                 self.keys,
@@ -117,7 +123,11 @@ class HealthServer:
         """Refresh the fleet gauges before a scrape; when that fails they stay as they were."""
         try:
             async with asyncio.timeout(SCRAPE_TIMEOUT_S):
+                # The primary first: it is known even while the store is out.
+                self.metrics.set_redis_primary(connected_primary(self.redis))
                 self.metrics.set_fleet(await self.fleet_figures())
+        except StoreUnavailableError as e:  # the store warned once for its outage
+            logger.debug("metrics: fleet gauges not refreshed: %s", one_line(e))
         except (RedisError, OSError, StoreError, TimeoutError) as e:
             logger.warning("metrics: fleet gauges not refreshed: %s", one_line(e))
 

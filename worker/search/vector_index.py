@@ -35,11 +35,19 @@ class ChromaTarget(msgspec.Struct, frozen=True, kw_only=True):
     port: int | None = None
     ssl: bool = False
 
+    @property
+    def url(self) -> str:
+        """The server's base URL (empty for the embedded index)."""
+        if self.kind == "embedded":
+            return ""
+        host = f"[{self.host}]" if self.host and ":" in self.host else self.host
+        return f"{'https' if self.ssl else 'http'}://{host}:{self.port}"
+
     def describe(self) -> str:
         """For messages: the directory or the server URL."""
         if self.kind == "embedded":
             return f"embedded Chroma in {self.path}"
-        return f"Chroma server {'https' if self.ssl else 'http'}://{self.host}:{self.port}"
+        return f"Chroma server {self.url}"
 
 
 class VectorDocument(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,19 +169,24 @@ class VectorIndex:
         from worker.search.embeddings import offline_guards
 
         offline_guards()
-        chroma_settings = ChromaSettings(anonymized_telemetry=False)
         client: ClientAPI
         if target.kind == "embedded":
             assert target.path is not None
             Path(target.path).mkdir(parents=True, exist_ok=True)
-            client = chromadb.PersistentClient(path=target.path, settings=chroma_settings)
+            client = chromadb.PersistentClient(
+                path=target.path, settings=ChromaSettings(anonymized_telemetry=False)
+            )
         else:
+            from worker.search.chroma_http import bound_timeouts, check_heartbeat
+
+            check_heartbeat(target.url)
             client = chromadb.HttpClient(
                 host=target.host or "localhost",
                 port=target.port or 8000,
                 ssl=target.ssl,
-                settings=chroma_settings,
+                settings=ChromaSettings(anonymized_telemetry=False),
             )
+            bound_timeouts(client)
         collection = client.get_or_create_collection(
             collection_name(prefix, embedding.name()),
             embedding_function=cast("EmbeddingFunction[Embeddable]", embedding),
@@ -213,6 +226,10 @@ class VectorIndex:
                 )
             )
         return matches
+
+    def heartbeat(self) -> None:
+        """Raise unless the index answers (a Chroma server's heartbeat; the directory's)."""
+        self.client.heartbeat()
 
     def count(self) -> int:
         """Documents in the collection."""

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO
 
 import msgspec
 
 from worker.backoff import Backoff
+from worker.search.sync_lock import SyncLock, sync_lock
 from worker.search.vector_index import (
     ChromaTarget,
     VectorDocument,
@@ -24,8 +22,8 @@ from worker.search.vector_index import (
     documents_for,
 )
 from worker.settings import Settings
-from worker.storage.index_records import VectorRetry
-from worker.storage.protocol import IndexStore
+from worker.storage.index_records import RowKind, VectorRetry
+from worker.storage.protocol import IndexStore, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +41,10 @@ class SyncPolicy(msgspec.Struct, frozen=True, kw_only=True):
     lease_s: float = 300.0
     """A claimed row whose worker died is claimed again after this."""
     call_timeout_s: float = 120.0
-    """Chroma's HTTP client never times out on its own."""
+    """Embedding and upserting one batch (the HTTP client has its own, shorter timeouts)."""
+    probe: Backoff = Backoff(base_s=1.0, max_s=30.0)
+    """While the index fails, a heartbeat is sent this often before any row is claimed again:
+    rows are not charged an attempt per probe, and indexing resumes within 30 s of its return."""
 
 
 class DrainResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,9 +86,14 @@ class VectorSync:
         self._rng = rng
         self._index: VectorIndex | None = None
         self._failing = False
+        self._storage_failing = False
+        self._unfinished: list[tuple[RowKind, int]] = []
 
     async def drain_once(self) -> DrainResult:
         """Index one batch of due outbox rows (or retry them later on any failure)."""
+        if self._unfinished:  # indexed before the store went away: marked once it is back
+            await self._store.finish_vector_jobs(self._unfinished)
+            self._unfinished = []
         now_ms = int(self._clock() * 1000)
         lease_ms = int(self._policy.lease_s * 1000)
         jobs = await self._store.claim_vector_jobs(
@@ -104,7 +110,7 @@ class VectorSync:
                 )
         except Exception as e:
             self._index = None  # reconnect next time: the client may be broken
-            error = f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
+            error = _one_line(e)
             await self._store.retry_vector_jobs(
                 [
                     VectorRetry(
@@ -118,7 +124,14 @@ class VectorSync:
                 error,
             )
             return DrainResult(failed=len(jobs), error=error)
-        await self._store.finish_vector_jobs([(j.kind, j.id) for j in jobs])
+        keys = [(j.kind, j.id) for j in jobs]
+        try:
+            await self._store.finish_vector_jobs(keys)
+        except StoreError:
+            # Claimed under a lease of minutes: left alone, an outage of seconds would hold
+            # these rows (already in the index) as pending for the lease's length.
+            self._unfinished = keys
+            raise
         return DrainResult(indexed=len(jobs))
 
     async def drain(self) -> int:
@@ -131,23 +144,60 @@ class VectorSync:
                 return indexed
 
     async def run(self) -> None:
-        """Drain forever (until cancelled): poll when idle, back off while Chroma fails."""
+        """Drain forever (until cancelled): poll when idle; while the index fails, probe it
+        with backoff and claim no row until it answers."""
         failures = 0
         while True:
+            if self._failing:
+                await asyncio.sleep(self._policy.probe.delay_s(failures, rand=self._rng))
+                if not await self._probe():
+                    failures += 1
+                    continue
             try:
                 result = await self.drain_once()
-            except Exception as e:  # storage itself failing: the same backoff applies
-                result = DrainResult(failed=1, error=f"{type(e).__name__}: {e}")
+            except StoreUnavailableError as e:  # the store warned once for its outage
+                logger.debug("vector sync waits for the store: %s", e)
+                await asyncio.sleep(sync_backoff_s(0, self._policy, self._rng))
+                continue
+            except StoreError as e:  # storage answering with errors: not the index's fault
+                level = logging.DEBUG if self._storage_failing else logging.WARNING
+                logger.log(level, "vector sync: storage failed, retried with backoff: %s", e)
+                self._storage_failing = True
+                await asyncio.sleep(sync_backoff_s(failures, self._policy, self._rng))
+                failures += 1
+                continue
+            self._storage_failing = False
             if result.failed:
                 failures += 1
                 await self._note_failure(result.error or "unknown error")
-                await asyncio.sleep(sync_backoff_s(failures - 1, self._policy, self._rng))
                 continue
-            if result.indexed and failures:
-                logger.info("vector index reachable again")
-                failures, self._failing = 0, False
+            if self._failing:
+                self._failing, failures = False, 0
+                logger.info("vector index reachable again; %s rows wait", await self._lag())
+            failures = 0
             if result.idle:
                 await asyncio.sleep(self._policy.poll_s)
+
+    async def _probe(self) -> bool:
+        """True when the index answers a heartbeat (opening it first when needed)."""
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._heartbeat), self._policy.call_timeout_s)
+        except Exception as e:
+            self._index = None
+            logger.debug("vector index still failing: %s", _one_line(e))
+            return False
+        return True
+
+    def _heartbeat(self) -> None:
+        if self._index is None:
+            self._index = self._open_index()
+        self._index.heartbeat()
+
+    async def _lag(self) -> str:
+        try:
+            return str(await self._store.vector_lag())
+        except StoreError:
+            return "some"
 
     async def _note_failure(self, error: str) -> None:
         # One warning per outage, not one per attempt (the original logged 8.9 M lines).
@@ -155,11 +205,11 @@ class VectorSync:
             logger.debug("vector index still failing: %s", error)
             return
         self._failing = True
-        try:
-            waiting = f"{await self._store.vector_lag()} rows wait"
-        except Exception:  # storage may be what is failing
-            waiting = "rows wait"
-        logger.warning("vector index unavailable (%s); %s, retried with backoff", error, waiting)
+        logger.warning(
+            "vector index unavailable (%s); %s rows wait, probed with backoff until it answers",
+            error,
+            await self._lag(),
+        )
 
     def _upsert(self, docs: list[VectorDocument]) -> None:
         if self._index is None:
@@ -167,41 +217,8 @@ class VectorSync:
         self._index.upsert(docs)
 
 
-class SyncLock:
-    """An exclusive lock on a file next to the embedded index: one indexing process per machine.
-
-    Chroma's embedded store is not safe to write from two processes at once.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: IO[bytes] | None = None
-
-    def acquire(self) -> bool:
-        """Take the lock without waiting; False when another process holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = self.path.open("ab")
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.close()
-            return False
-        self._file = f
-        return True
-
-    def release(self) -> None:
-        """Let another process index."""
-        if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
-
-
-def sync_lock(target: ChromaTarget) -> SyncLock | None:
-    """The lock the embedded index needs; None for a Chroma server (it serialises writes)."""
-    if target.kind != "embedded" or target.path is None:
-        return None
-    return SyncLock(Path(target.path).with_name("chroma.lock"))
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
 
 
 def index_opener(settings: Settings, target: ChromaTarget) -> IndexOpener:

@@ -39,6 +39,11 @@ class StoreError(WorkerError):
     """Storage failed or is unreachable."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached right now (refused, cut off, starting or shutting down):
+    a turn waits for it without counting an attempt, unlike a store that answers with errors."""
+
+
 class SearchTimeoutError(StoreError):
     """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
 
@@ -161,6 +166,9 @@ class IndexStore(Protocol):
 
     async def vector_lag(self, project: str | None = None) -> int:
         """Outbox rows not yet indexed (of one project, or of all)."""
+
+    async def vector_oldest_pending_ms(self) -> int | None:
+        """created_at (epoch ms) of the oldest row not yet indexed; None when none waits."""
 
     async def start_reindex(self, project: str | None = None) -> ReindexStart:
         """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""

@@ -26,6 +26,15 @@ _RETRY = (
     " next_attempt_at_ms = $2 WHERE kind = $3 AND row_id = $4 AND state = 'pending'"
 )
 _PENDING = "SELECT COUNT(*) AS pending FROM vector_outbox WHERE state = 'pending'"
+# When the oldest row still waiting was stored (its kind's table has the time, not the outbox).
+_OLDEST_PENDING = """
+SELECT MIN(t.created_at_epoch_ms) AS oldest FROM (
+  SELECT o.created_at_epoch_ms FROM vector_outbox v JOIN observations o ON o.id = v.row_id
+  WHERE v.state = 'pending' AND v.kind = 'observation'
+  UNION ALL
+  SELECT s.created_at_epoch_ms FROM vector_outbox v JOIN summaries s ON s.id = v.row_id
+  WHERE v.state = 'pending' AND v.kind = 'summary'
+) t"""
 _REINDEX_RUNNING = "SELECT 1 FROM vector_reindex WHERE scope = $1"
 _REINDEX_MARK = "INSERT INTO vector_reindex (scope, started_at) VALUES ($1, $2)"
 _REINDEX_FORGET = "DELETE FROM vector_reindex WHERE scope = $1"
@@ -93,6 +102,13 @@ async def vector_lag(db: SqlDatabase, project: str | None) -> int:
         found = await conn.fetchrow(_PENDING)
     assert found is not None  # a COUNT(*) always has its row
     return int(found["pending"])
+
+
+async def vector_oldest_pending_ms(db: SqlDatabase) -> int | None:
+    """created_at (epoch ms) of the oldest row not yet indexed; None when none waits."""
+    async with db.use() as conn:
+        found = await conn.fetchrow(_OLDEST_PENDING)
+    return None if found is None or found["oldest"] is None else int(found["oldest"])
 
 
 async def start_reindex(

@@ -179,6 +179,10 @@ class SqlStore:
         """Outbox rows not yet indexed (of one project, or of all)."""
         return await sql_index.vector_lag(self._db, project)
 
+    async def vector_oldest_pending_ms(self) -> int | None:
+        """created_at (epoch ms) of the oldest row not yet indexed; None when none waits."""
+        return await sql_index.vector_oldest_pending_ms(self._db)
+
     async def start_reindex(self, project: str | None = None) -> index_records.ReindexStart:
         """Queue every row (of a project) for indexing again, unless a reindex is unfinished."""
         return await sql_index.start_reindex(self._db, self._dialect, project, self._now())

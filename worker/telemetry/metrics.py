@@ -15,7 +15,9 @@ from prometheus_client import (
 )
 
 from pipeline.outcomes import COUNTED, Outcome, TurnResult
+from worker.connect.primary import primary_state
 from worker.observers.protocol import Observer, ObserverReply, ObserverRequest
+from worker.storage.outage import outages
 
 PROVIDERS = ("anthropic", "openai")
 TOKEN_KINDS = ("input", "cached_input", "output")
@@ -30,6 +32,7 @@ class FleetFigures(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: int
     vector_lag: int
     silent_sessions: int
+    vector_oldest_pending_s: float = 0.0
 
 
 # Each number of FleetFigures is one unlabelled gauge: (metric name, help).
@@ -44,6 +47,10 @@ _FLEET_GAUGES = {
     ),
     "dead_letters": ("memq_dead_letters", "Entries in the dead-letter stream."),
     "vector_lag": ("memq_vector_lag", "Stored rows not yet in the vector index."),
+    "vector_oldest_pending_s": (
+        "memq_vector_oldest_pending_seconds",
+        "Age of the oldest stored row not yet in the vector index (0 when none waits).",
+    ),
     "silent_sessions": (
         "memq_silent_sessions",
         "Sessions whose tool calls went MEMQ_SILENT_ALERT_S without a stored observation.",
@@ -109,6 +116,17 @@ class Metrics:
             ["by"],
             registry=r,
         )
+        self.store_waits = Counter(
+            "memq_store_waits",
+            "Session jobs that stopped to wait for an unreachable store (no attempt counted).",
+            registry=r,
+        )
+        self.store_reachable = Gauge(
+            "memq_store_reachable",
+            "0 while this process' database connections fail (an outage), else 1.",
+            registry=r,
+        )
+        self.store_reachable.set_function(_store_reachable)
         # Series exist at 0 from the start, so rate() and absent-alerts work before traffic.
         for outcome in COUNTED:
             self.outcomes.labels(outcome, "")
@@ -118,6 +136,18 @@ class Metrics:
             self.paused.labels(provider)
         for by in ("startup", "session"):
             self.recovered_announcements.labels(by)
+        self.redis_primary = Gauge(
+            "memq_redis_primary",
+            "1 for the Redis primary (host:port) this process reaches now.",
+            ["address"],
+            registry=r,
+        )
+        self.redis_failovers = Gauge(
+            "memq_redis_failovers",
+            "Sentinel failovers this process followed (the primary the sentinels name changed).",
+            registry=r,
+        )
+        self.redis_failovers.set_function(lambda: float(primary_state().failovers))
 
     def count_outcome(self, outcome: str, n: int = 1, category: str | None = None) -> None:
         """Add n to an outcome; `deduplicated` rows are dedupe hits too."""
@@ -159,9 +189,18 @@ class Metrics:
         for provider in PROVIDERS:
             self.paused.labels(provider).set(1 if provider in figures.paused_providers else 0)
 
+    def set_redis_primary(self, address: str) -> None:
+        """Name the primary reached now (the old one's series goes: one series, at 1)."""
+        self.redis_primary.clear()
+        self.redis_primary.labels(address).set(1)
+
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+def _store_reachable() -> float:
+    return 0.0 if any(not r.reachable for r in outages()) else 1.0
 
 
 class TimedObserver:

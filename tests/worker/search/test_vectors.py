@@ -312,7 +312,11 @@ async def test_run_backs_off_logs_one_warning_per_outage_and_recovers(
             raise ConnectionError("chroma unreachable")
         return index
 
-    policy = SyncPolicy(backoff=Backoff(base_s=0.02, max_s=0.08), poll_s=0.01)
+    policy = SyncPolicy(
+        backoff=Backoff(base_s=0.02, max_s=0.08),
+        probe=Backoff(base_s=0.02, max_s=0.08),
+        poll_s=0.01,
+    )
     sync = VectorSync(store, opener, policy=policy)
     caplog.set_level(logging.DEBUG, logger="worker.search.vector_sync")
     task = asyncio.create_task(sync.run())

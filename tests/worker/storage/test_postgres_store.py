@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,10 +16,11 @@ from tests.support.postgres_server import PostgresServer, postgres_server_fixtur
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
 from worker.search.hybrid import SearchResult, search
+from worker.storage.outage import Reachability
 from worker.storage.postgres.schema import SCHEMA_VERSION
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.postgres.text_search import tsquery_text
-from worker.storage.protocol import StaleFenceError, Store, StoreError
+from worker.storage.protocol import StaleFenceError, Store, StoreError, StoreUnavailableError
 from worker.storage.records import BatchWrite, ObservationRecord
 from worker.storage.sqlite.store import SqliteStore
 
@@ -206,3 +208,38 @@ async def test_keyword_search_answers_the_corpus_questions_as_sqlite_does(
     sqlite_answers, postgres_answers = answered
     assert sqlite_answers  # the comparison means something only if SQLite answers some
     assert postgres_answers == sqlite_answers
+
+
+async def test_a_server_that_is_not_there_is_unavailable_one_that_refuses_is_not(
+    postgres_server: PostgresServer,
+) -> None:
+    gone = PostgresStore(f"postgresql://memq@127.0.0.1:{free_port()}/memq")
+    with pytest.raises(StoreUnavailableError):
+        await gone.ping()
+    await gone.aclose()
+    # A missing database answers with an error: waiting would not help, so it is no outage.
+    missing = PostgresStore(postgres_server.url("no_such_db"))
+    with pytest.raises(StoreError) as info:
+        await missing.ping()
+    assert not isinstance(info.value, StoreUnavailableError)
+    await missing.aclose()
+
+
+def test_an_outage_is_one_warning_and_one_line_when_it_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="worker.storage.outage")
+    reach = Reachability("db:5432/memq")
+    reach.up()  # reachable all along: nothing to say
+    for n in range(3):
+        reach.down(f"refused {n}")
+    assert not reach.reachable
+    assert reach.last_error == "refused 2"
+    reach.up()
+    reach.up()
+    reach.down("refused again")
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, _ in messages] == ["WARNING", "INFO", "WARNING"]
+    assert messages[0][1].startswith("store unreachable: refused 0;")
+    assert messages[1][1].startswith("store reachable again after ")
+    assert reach.outages == 2

@@ -161,6 +161,20 @@ async def test_the_outbox_is_claimed_finished_and_retried(store: Store) -> None:
     assert again.row.request == "S"
 
 
+async def test_the_oldest_waiting_row_dates_the_vector_lag(store: Store) -> None:
+    assert await store.vector_oldest_pending_ms() is None
+    old, new = T0 - timedelta(hours=1), T0
+    written = await store.write_batch(
+        batch(obs("New", at=new), summaries=[summary("Older summary", at=old)])
+    )
+    assert await store.vector_oldest_pending_ms() == int(old.timestamp() * 1000)
+    summary_key = next((r.kind, r.id) for r in written.stored if r.kind == "summary")
+    await store.finish_vector_jobs([summary_key])  # the summary is indexed: the observation waits
+    assert await store.vector_oldest_pending_ms() == int(new.timestamp() * 1000)
+    await store.finish_vector_jobs([(r.kind, r.id) for r in written.stored])
+    assert await store.vector_oldest_pending_ms() is None
+
+
 async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
     await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=5,
                                        event_ids=[], observations=[obs("A")]))  # fmt: skip

@@ -88,7 +88,10 @@ def stats(as_json: JsonFlag = False) -> None:
     data = msgspec.to_builtins(result)
     if as_json:
         print(json.dumps(data))
+        if data["store_error"] is not None:
+            raise typer.Exit(1)
         return
+    print(f"redis primary: {data['redis_primary']}")
     st = data["streams"]
     print(
         f"streams: {st['pending']} pending in {st['sessions']} sessions,"
@@ -105,17 +108,25 @@ def stats(as_json: JsonFlag = False) -> None:
     lag = data["vector_lag"]
     if data["vector_index"] == "off":
         print("vector index: off")
+    elif lag is None:
+        print("vector lag: unknown (the store does not answer)")
     else:
-        print(f"vector lag: {'off' if lag is None else lag} rows waiting for the vector index")
+        oldest = data["vector_oldest_pending_s"]
+        since = "" if oldest is None else f", the oldest stored {oldest} s ago"
+        print(f"vector lag: {lag} rows waiting for the vector index{since}")
     if budget := data.get("budget"):
         print(_budget_line(budget))
-    store = data["store"]
-    print(
-        f"store: {store['observations']} observations, {store['summaries']} summaries,"
-        f" {store['sessions']} sessions, {store['dropped_outputs']} dropped replies"
-    )
+    if (store := data["store"]) is None:
+        print(f"store: unreachable: {data['store_error']}")
+    else:
+        print(
+            f"store: {store['observations']} observations, {store['summaries']} summaries,"
+            f" {store['sessions']} sessions, {store['dropped_outputs']} dropped replies"
+        )
     if cost := data.get("cost"):
         print("\n".join(_cost_lines(cost)))
+    if data["store_error"] is not None:
+        raise typer.Exit(1)  # a service unreachable, as every command says it
 
 
 def _budget_line(budget: dict[str, Any]) -> str:

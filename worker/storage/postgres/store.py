@@ -12,14 +12,31 @@ from urllib.parse import urlsplit
 import asyncpg  # type: ignore[import-untyped]
 
 from worker.errors import ConfigError
+from worker.storage.outage import reachability
 from worker.storage.postgres.dialect import POSTGRES
 from worker.storage.postgres.schema import migrate_schema
-from worker.storage.protocol import SearchTimeoutError, StoreError
+from worker.storage.protocol import SearchTimeoutError, StoreError, StoreUnavailableError
 from worker.storage.sql_conn import Params, Row
 from worker.storage.sql_store import SqlStore, one_line, utc_now
 
 _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 4
+# The server is not there (refused, cut off, starting or shutting down), as opposed to one that
+# answers with an error. QueryCanceledError shares the class of the shutdown errors: not it.
+_UNAVAILABLE = (
+    OSError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+)
+
+
+def _closed(e: BaseException) -> bool:
+    # A server gone mid-transaction surfaces as an InterfaceError on the closed connection
+    # ("cannot call Transaction.__aexit__(): the underlying connection is closed"): asyncpg
+    # has no type of its own for it, only the message.
+    return "connection is closed" in str(e) or "connection was closed" in str(e)
 
 
 def database_location(url: str) -> str:
@@ -80,6 +97,7 @@ class PostgresDatabase:
         self._where = database_location(url)
         self._pool: Any = None
         self._opening = asyncio.Lock()
+        self._reach = reachability(self._where)
 
     @property
     def where(self) -> str:
@@ -131,8 +149,15 @@ class PostgresDatabase:
         try:
             async with pool.acquire() as raw:
                 yield raw
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as e:
+        except (*_UNAVAILABLE, asyncpg.InterfaceError) as e:
+            if isinstance(e, asyncpg.InterfaceError) and not _closed(e):
+                raise StoreError(f"PostgreSQL {self._where}: {one_line(e)}") from e
+            message = f"PostgreSQL {self._where}: {one_line(e)}"
+            self._reach.down(message)
+            raise StoreUnavailableError(message) from e
+        except asyncpg.PostgresError as e:
             raise StoreError(f"PostgreSQL {self._where}: {one_line(e)}") from e
+        self._reach.up()
 
     async def _open(self) -> Any:
         async with self._opening:
@@ -144,20 +169,38 @@ class PostgresDatabase:
         try:
             pool = await asyncpg.create_pool(
                 self._url,
-                min_size=1,
+                # No floor: asyncpg restores one in the background, logging a traceback per
+                # try for as long as the server is down.
+                min_size=0,
                 max_size=_POOL_MAX,
                 timeout=_CONNECT_TIMEOUT_S,
                 command_timeout=60,
             )
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as e:
-            # TimeoutError is an OSError; ValueError: a URL option asyncpg does not accept.
+        except _UNAVAILABLE as e:  # TimeoutError is an OSError
+            message = f"cannot connect to PostgreSQL {self._where}: {one_line(e)}"
+            self._reach.down(message)
+            raise StoreUnavailableError(message) from e
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as e:
+            # ValueError: a URL option asyncpg does not accept.
             raise StoreError(f"cannot connect to PostgreSQL {self._where}: {one_line(e)}") from e
         try:
+            # The first connection: where an unreachable server or a missing database shows.
             async with pool.acquire() as raw:
-                await migrate_schema(raw, self._where)
-        except asyncpg.PostgresError as e:
+                try:
+                    await migrate_schema(raw, self._where)
+                except _UNAVAILABLE:
+                    raise
+                except asyncpg.PostgresError as e:
+                    message = f"cannot migrate PostgreSQL {self._where}: {one_line(e)}"
+                    raise StoreError(message) from e
+        except _UNAVAILABLE as e:
             await pool.close()
-            raise StoreError(f"cannot migrate PostgreSQL {self._where}: {one_line(e)}") from e
+            message = f"cannot connect to PostgreSQL {self._where}: {one_line(e)}"
+            self._reach.down(message)
+            raise StoreUnavailableError(message) from e
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            await pool.close()
+            raise StoreError(f"cannot connect to PostgreSQL {self._where}: {one_line(e)}") from e
         except BaseException:
             await pool.close()
             raise
