@@ -11,13 +11,16 @@ from bench.fleet_servers import RedisCpu
 from tests.support.fleet_accounting import FleetReport
 
 
-def _report(published: int, stored: int, lost: list[str]) -> FleetReport:
+def _report(
+    published: int, stored: int, lost: list[str], *, missing: int = 0, queued: int = 0
+) -> FleetReport:
     return FleetReport(
         published=published, stored=stored, dropped=0, dead=0, lost=lost, double_counted=[],
         unexpected=[], duplicated=0, stored_without_observation=0, order_problems=[],
-        observer_order_problems=[], missing_vectors=0, latency_p50_ms=None, latency_p99_ms=None,
-        hook_failures=0, hook_p50_ms=None, worker_cpu_s={}, worker_starts={}, redis_cpu_s=None,
-        redis_cpu_ms_per_event=None,
+        observer_order_problems=[], missing_vectors=missing, latency_p50_ms=None,
+        latency_p99_ms=None, hook_failures=0, hook_p50_ms=None, worker_cpu_s={},
+        worker_starts={}, redis_cpu_s=None, redis_cpu_ms_per_event=None,
+        vector_outbox_pending=queued,
     )  # fmt: skip
 
 
@@ -39,6 +42,12 @@ def test_only_a_failover_without_wait_may_lose_and_only_to_replication() -> None
     # With MEMQ_PUBLISH_WAIT_REPLICAS=1 nothing may be lost at all.
     assert not _outcome("redis-failover-wait1", lossy, 2).as_expected()
     assert not _outcome("worker-kill", lossy, 2).as_expected()
+
+
+def test_observations_without_vectors_pass_only_while_their_rows_are_queued() -> None:
+    assert _outcome("worker-kill", _report(10, 10, [], missing=3, queued=3), 0).as_expected()
+    # Marked indexed, yet not in the index: lost vectors.
+    assert not _outcome("worker-kill", _report(10, 10, [], missing=3, queued=2), 0).as_expected()
 
 
 def test_redis_cpu_keeps_what_a_killed_process_had_used() -> None:

@@ -124,20 +124,17 @@ async def test_chroma_server_killed_and_restarted_only_delays_the_vectors(
     async def all_stored() -> bool:
         return await _stored(client, settings, store, events)
 
-    marks = [("start", time.monotonic())]
     try:
         first = [call(s, 0) for s in SESSIONS]
         events += first
         await publish(client, settings, *first)
         await wait_until(all_stored, timeout_s=60, what="first events")
-        marks.append(("first stored", time.monotonic()))
         await wait_until(lambda: _lag_is(store, 0), timeout_s=60, what="the first rows indexed")
-
-        marks.append(("first indexed", time.monotonic()))
         await asyncio.to_thread(chroma.kill)
         killed = time.monotonic()
         n = 1
         latencies: list[float] = []
+        stats_run: asyncio.Task[Any] | None = None
         while time.monotonic() - killed < OUTAGE_S:
             batch = [call(s, n) for s in SESSIONS]
             events += batch
@@ -146,19 +143,19 @@ async def test_chroma_server_killed_and_restarted_only_delays_the_vectors(
             await wait_until(all_stored, timeout_s=30, what="events stored while Chroma is down")
             latencies.append(time.monotonic() - published)
             n += 1
+            if stats_run is None:  # an operator looks while it is down (a process of its own)
+                stats_run = asyncio.create_task(asyncio.to_thread(_memq, reader, "stats", "--json"))
             await asyncio.sleep(max(0.0, PACE_S - (time.monotonic() - published)))
         assert not chroma.running
         lag_down = await store.vector_lag()
-        stats = _memq(reader, "stats", "--json")
+        assert stats_run is not None
+        stats = await stats_run
         metrics = [probe(f"http://127.0.0.1:{p}/metrics")[1] for p in ports]
         ready = [probe(f"http://127.0.0.1:{p}/readyz")[0] for p in ports]
-
-        marks.append(("probed", time.monotonic()))
         await asyncio.to_thread(chroma.start)
         restarted = time.monotonic()
         await wait_until(lambda: _lag_is(store, 0), timeout_s=60, what="the queue drained")
         drained_s = time.monotonic() - restarted
-        marks.append(("drained", time.monotonic()))
         rows = await store.observations(limit=10_000)
         feed = [
             (f[b"kind"].decode(), int(f[b"id"]))
@@ -178,7 +175,6 @@ async def test_chroma_server_killed_and_restarted_only_delays_the_vectors(
         assert target is not None
         index = VectorIndex.open(target, settings.prefix, HashEmbeddingFunction())
         ids = index.collection.get()["ids"]
-        marks.append(("searched", time.monotonic()))
     finally:
         for w in workers:
             w.stop()
@@ -192,14 +188,14 @@ async def test_chroma_server_killed_and_restarted_only_delays_the_vectors(
             f" {lag_down} rows at the restart, drained {drained_s:.1f} s after it;"
             f" stats vector_lag {stats['vector_lag']}, /metrics memq_vector_lag"
             f" {[sample(m, 'memq_vector_lag') for m in metrics]}\n"
-            f"{[(k, round(t - marks[0][1], 1)) for k, t in marks]}\n"
         )
     assert running == [None] * WORKERS
     # Storage went on: every event stored and announced while the index was gone.
     assert len(rows) == len(events)
-    assert sorted(feed) == sorted(("observation", r.id) for r in rows), feed
+    # Announced at least once each (the outbox may send a row twice; feed readers dedupe).
+    assert set(feed) == {("observation", r.id) for r in rows}, feed
     assert lag_down >= outage_rows
-    assert stats["vector_lag"] >= outage_rows
+    assert stats["vector_lag"] >= len(SESSIONS)  # at least the first batch of the outage
     assert all(sample(m, "memq_vector_lag") >= outage_rows for m in metrics)
     # The lag in time: the oldest waiting row was stored when the outage began, or after.
     assert 0 < stats["vector_oldest_pending_s"] <= OUTAGE_S + 30

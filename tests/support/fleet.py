@@ -202,9 +202,10 @@ class Fleet:
             into=into,
         )
 
-    async def settle(self, load: LoadResult, *, timeout_s: float) -> bool:
-        """Wait until every published call is processed or dead-lettered (and, with Chroma,
-        every observation of the load's sessions is in the index); False after `timeout_s`.
+    async def settle(self, load: LoadResult, *, timeout_s: float, vectors: bool = True) -> bool:
+        """Wait until every published call is processed or dead-lettered (and, with Chroma and
+        `vectors`, every observation of the load's sessions is in the index); False after
+        `timeout_s`.
 
         The index is asked, not the outbox: a row indexed whose outbox row could not be
         marked done (the store went down in between) has its vectors, and its outbox row
@@ -218,7 +219,7 @@ class Fleet:
         stuck_since: dict[int, float] = {}
         while time.monotonic() < deadline:
             await self._flush_stuck_spools(stuck_since)
-            if await self._done(ids, sessions):
+            if await self._done(ids, sessions, vectors=vectors):
                 return True
             await asyncio.sleep(0.25)
         return False
@@ -235,7 +236,7 @@ class Fleet:
                 self.spool_flushes += 1
                 stuck_since.pop(host.index, None)
 
-    async def _done(self, ids: list[str], sessions: list[str]) -> bool:
+    async def _done(self, ids: list[str], sessions: list[str], *, vectors: bool) -> bool:
         try:
             processed, rows = await processed_so_far(self.database_url, ids, sessions)
             dead = await dead_event_ids(self.redis, self.prefix)
@@ -243,7 +244,7 @@ class Fleet:
             return False  # PostgreSQL or Redis down for a fault: ask again
         if processed + len(dead & set(ids)) < len(ids):
             return False
-        if self.chroma == "off":
+        if self.chroma == "off" or not vectors:
             return True
         try:
             return await asyncio.to_thread(missing_vectors, self.chroma, self.prefix, rows) == 0

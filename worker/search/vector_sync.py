@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import random
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import IO
 
 import msgspec
 
 from worker.backoff import Backoff
+from worker.search.sync_lock import SyncLock, sync_lock
 from worker.search.vector_index import (
     ChromaTarget,
     VectorDocument,
@@ -24,7 +22,7 @@ from worker.search.vector_index import (
     documents_for,
 )
 from worker.settings import Settings
-from worker.storage.index_records import VectorRetry
+from worker.storage.index_records import RowKind, VectorRetry
 from worker.storage.protocol import IndexStore, StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -88,9 +86,14 @@ class VectorSync:
         self._rng = rng
         self._index: VectorIndex | None = None
         self._failing = False
+        self._storage_failing = False
+        self._unfinished: list[tuple[RowKind, int]] = []
 
     async def drain_once(self) -> DrainResult:
         """Index one batch of due outbox rows (or retry them later on any failure)."""
+        if self._unfinished:  # indexed before the store went away: marked once it is back
+            await self._store.finish_vector_jobs(self._unfinished)
+            self._unfinished = []
         now_ms = int(self._clock() * 1000)
         lease_ms = int(self._policy.lease_s * 1000)
         jobs = await self._store.claim_vector_jobs(
@@ -121,7 +124,14 @@ class VectorSync:
                 error,
             )
             return DrainResult(failed=len(jobs), error=error)
-        await self._store.finish_vector_jobs([(j.kind, j.id) for j in jobs])
+        keys = [(j.kind, j.id) for j in jobs]
+        try:
+            await self._store.finish_vector_jobs(keys)
+        except StoreError:
+            # Claimed under a lease of minutes: left alone, an outage of seconds would hold
+            # these rows (already in the index) as pending for the lease's length.
+            self._unfinished = keys
+            raise
         return DrainResult(indexed=len(jobs))
 
     async def drain(self) -> int:
@@ -150,10 +160,13 @@ class VectorSync:
                 await asyncio.sleep(sync_backoff_s(0, self._policy, self._rng))
                 continue
             except StoreError as e:  # storage answering with errors: not the index's fault
-                logger.warning("vector sync: storage failed, retried with backoff: %s", e)
+                level = logging.DEBUG if self._storage_failing else logging.WARNING
+                logger.log(level, "vector sync: storage failed, retried with backoff: %s", e)
+                self._storage_failing = True
                 await asyncio.sleep(sync_backoff_s(failures, self._policy, self._rng))
                 failures += 1
                 continue
+            self._storage_failing = False
             if result.failed:
                 failures += 1
                 await self._note_failure(result.error or "unknown error")
@@ -206,43 +219,6 @@ class VectorSync:
 
 def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())}"[:500]
-
-
-class SyncLock:
-    """An exclusive lock on a file next to the embedded index: one indexing process per machine.
-
-    Chroma's embedded store is not safe to write from two processes at once.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file: IO[bytes] | None = None
-
-    def acquire(self) -> bool:
-        """Take the lock without waiting; False when another process holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = self.path.open("ab")
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.close()
-            return False
-        self._file = f
-        return True
-
-    def release(self) -> None:
-        """Let another process index."""
-        if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
-
-
-def sync_lock(target: ChromaTarget) -> SyncLock | None:
-    """The lock the embedded index needs; None for a Chroma server (it serialises writes)."""
-    if target.kind != "embedded" or target.path is None:
-        return None
-    return SyncLock(Path(target.path).with_name("chroma.lock"))
 
 
 def index_opener(settings: Settings, target: ChromaTarget) -> IndexOpener:

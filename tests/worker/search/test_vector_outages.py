@@ -9,14 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from chromadb.api.types import Documents, Embeddings
 
 from tests.support.embeddings import HashEmbeddingFunction
 from tests.support.ports import free_port
+from tests.support.postgres_server import PostgresServer
 from tests.worker.search.test_vectors import batch, obs, outbox
 from worker.backoff import Backoff
 from worker.search.vector_index import ChromaTarget, VectorIndex
 from worker.search.vector_sync import SyncPolicy, VectorSync
 from worker.storage.postgres.store import PostgresStore
+from worker.storage.protocol import StoreUnavailableError
 from worker.storage.sqlite.store import SqliteStore
 
 FAST = SyncPolicy(
@@ -132,3 +135,40 @@ async def test_an_unreachable_store_is_not_reported_as_the_index_failing(
     waits = [r for r in caplog.records if "vector sync waits for the store" in r.getMessage()]
     assert len(waits) >= 2  # it kept trying, quietly
     assert switch.opens == 0  # and never blamed (or touched) the index
+
+
+class HaltingEmbedding(HashEmbeddingFunction):
+    """Stops PostgreSQL the first time it embeds: the store goes away mid-batch, after the
+    claim and before the batch is marked indexed."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        super().__init__()
+        self.server = server
+
+    def __call__(self, input: Documents) -> Embeddings:
+        if self.calls == 0:
+            self.server.halt()
+        return super().__call__(input)
+
+
+async def test_rows_indexed_as_the_store_went_away_are_marked_once_it_is_back(
+    tmp_path: Path,
+) -> None:
+    server = PostgresServer().start()
+    try:
+        url = await server.create_database()
+        store = PostgresStore(url)
+        await store.write_batch(batch(obs("A"), obs("B")))
+        target = ChromaTarget(kind="embedded", path=str(tmp_path / "chroma"))
+        index = VectorIndex.open(target, "memq", HaltingEmbedding(server))
+        sync = VectorSync(store, lambda: index, policy=FAST)
+        with pytest.raises(StoreUnavailableError):
+            await sync.drain_once()  # indexed, then the store was gone for the bookkeeping
+        assert index.count() == 4
+        await asyncio.to_thread(server.resume)
+        # Marked at once, not after the claim's lease of minutes ran out.
+        assert await sync.drain() == 0
+        assert await store.vector_lag() == 0
+        await store.aclose()
+    finally:
+        server.stop()

@@ -64,8 +64,9 @@ def reindex(
 
 
 async def _reindex(settings: Settings, store: IndexStore, project: str | None) -> str:
+    from worker.search.sync_lock import sync_lock
     from worker.search.vector_index import chroma_target
-    from worker.search.vector_sync import SyncPolicy, VectorSync, index_opener, sync_lock
+    from worker.search.vector_sync import SyncPolicy, VectorSync, index_opener
 
     target = chroma_target(settings)
     assert target is not None

@@ -32,6 +32,13 @@ _UNAVAILABLE = (
 )
 
 
+def _closed(e: BaseException) -> bool:
+    # A server gone mid-transaction surfaces as an InterfaceError on the closed connection
+    # ("cannot call Transaction.__aexit__(): the underlying connection is closed"): asyncpg
+    # has no type of its own for it, only the message.
+    return "connection is closed" in str(e) or "connection was closed" in str(e)
+
+
 def database_location(url: str) -> str:
     """host:port/database of a postgresql:// URL, never its user or password."""
     try:
@@ -142,11 +149,13 @@ class PostgresDatabase:
         try:
             async with pool.acquire() as raw:
                 yield raw
-        except _UNAVAILABLE as e:
+        except (*_UNAVAILABLE, asyncpg.InterfaceError) as e:
+            if isinstance(e, asyncpg.InterfaceError) and not _closed(e):
+                raise StoreError(f"PostgreSQL {self._where}: {one_line(e)}") from e
             message = f"PostgreSQL {self._where}: {one_line(e)}"
             self._reach.down(message)
             raise StoreUnavailableError(message) from e
-        except (asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+        except asyncpg.PostgresError as e:
             raise StoreError(f"PostgreSQL {self._where}: {one_line(e)}") from e
         self._reach.up()
 
