@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,11 +47,19 @@ def worker_env(
 class WorkerProcess:
     """One running `memq worker`; its stderr (JSON logs) goes to a file for post-mortems."""
 
-    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
+    def __init__(
+        self, env: dict[str, str], log_path: Path, *args: str, prelude: str | None = None
+    ) -> None:
+        """`prelude` is Python run before `memq worker` in its process (e.g. to set a
+        module constant a test needs shorter); without it the console script runs."""
         self.log_path = log_path
         self._log = log_path.open("wb")
+        command = [console_script(), "worker", *args]
+        if prelude is not None:
+            launch = "import sys; from worker.cli.entry import main; sys.argv[1:] = "
+            command = [sys.executable, "-c", f"{prelude}\n{launch}{command[1:]!r}; main()"]
         self.proc = subprocess.Popen(
-            [console_script(), "worker", *args],
+            command,
             env=env,
             cwd=env["MEMQ_DATA_DIR"],
             stdin=subprocess.DEVNULL,
