@@ -25,7 +25,9 @@ from tests.support.ports import free_port
 from tests.support.worker_checks import dropped_rows, stored_rows
 from tests.support.worker_harness import make_settings
 from tests.support.worker_process import WorkerProcess, worker_env
+from worker.private_files import PRIVATE_UMASK
 from worker.settings import Settings
+from worker.storage.factory import open_store
 from worker.storage.records import DroppedRow, StoredRow
 
 PROJECT_FILES = {
@@ -87,6 +89,23 @@ class AgentStack:
         self.worker.wait_for_log("redis_version", timeout_s=30)
         return self.worker
 
+    def create_store(self) -> None:
+        """The empty, migrated store a first worker run makes (memq's MCP search needs one to
+        answer), made here rather than by starting and stopping a worker process."""
+
+        async def make() -> None:
+            store = open_store(self.settings)
+            try:
+                await store.migrate()
+            finally:
+                await store.aclose()
+
+        umask = os.umask(PRIVATE_UMASK)  # private, as the worker's own files are
+        try:
+            asyncio.run(make())
+        finally:
+            os.umask(umask)
+
     def start_agent_endpoint(self) -> str:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
         port = free_port()
@@ -145,8 +164,11 @@ class AgentStack:
 
 
 @contextmanager
-def agent_stack(root: Path, redis_url: str, observer: FakeObserver) -> Iterator[AgentStack]:
-    """An AgentStack with its worker running; everything stopped on the way out."""
+def agent_stack(
+    root: Path, redis_url: str, observer: FakeObserver, *, worker: bool = True
+) -> Iterator[AgentStack]:
+    """An AgentStack with its worker running (unless `worker` is false); everything stopped
+    on the way out."""
     # A fresh memq: no counters, streams or pauses left by the previous test.
     client = redis.Redis.from_url(redis_url)
     try:
@@ -155,7 +177,8 @@ def agent_stack(root: Path, redis_url: str, observer: FakeObserver) -> Iterator[
         client.close()
     stack = AgentStack(root, redis_url, observer)
     try:
-        stack.start_worker()
+        if worker:
+            stack.start_worker()
         yield stack
     finally:
         stack.close()
