@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,7 +12,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from tests.support.fake_observer import FakeObserver
-from tests.support.ingest import console_script, subprocess_env
+from tests.support.ingest import memq_command, subprocess_env
 
 
 def worker_env(
@@ -54,12 +53,8 @@ class WorkerProcess:
         module constant a test needs shorter); without it the console script runs."""
         self.log_path = log_path
         self._log = log_path.open("wb")
-        command = [console_script(), "worker", *args]
-        if prelude is not None:
-            launch = "import sys; from worker.cli.entry import main; sys.argv[1:] = "
-            command = [sys.executable, "-c", f"{prelude}\n{launch}{command[1:]!r}; main()"]
         self.proc = subprocess.Popen(
-            command,
+            memq_command("worker", *args, prelude=prelude),
             env=env,
             cwd=env["MEMQ_DATA_DIR"],
             stdin=subprocess.DEVNULL,
