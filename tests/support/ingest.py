@@ -105,7 +105,7 @@ async def stored_bytes(redis: aioredis.Redis) -> bytes:
         chunks.append(key)
         kind = (await redis.type(key)).decode()
         if kind == "string":
-            chunks.append(await redis.get(key))
+            chunks.append(await redis.get(key) or b"")  # b"": deleted since TYPE (a lease)
         elif kind == "stream":
             for entry_id, fields in await redis.xrange(key):
                 chunks.append(entry_id)
