@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,11 +83,12 @@ class AgentStack:
             cwd=self.project, env=self.env(**env), check=False,
         )  # fmt: skip
 
-    def start_worker(self, **memq: str) -> WorkerProcess:
-        """`memq worker` on this stack (one per stack)."""
+    def start_worker(self, *, ready: bool = True, **memq: str) -> WorkerProcess:
+        """`memq worker` on this stack (one per stack); with `ready`, once it polls Redis."""
         env = worker_env(self.data_dir, self.redis_url, self.observer, **memq)
         self.worker = WorkerProcess(env, self._root / "worker.log")
-        self.worker.wait_for_log("redis_version", timeout_s=30)
+        if ready:
+            self.worker.wait_for_log("redis_version", timeout_s=30)
         return self.worker
 
     def create_store(self) -> None:
@@ -102,7 +104,9 @@ class AgentStack:
 
         umask = os.umask(PRIVATE_UMASK)  # private, as the worker's own files are
         try:
-            asyncio.run(make())
+            # A thread of its own: async tests build stacks inside their running loop.
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, make()).result()
         finally:
             os.umask(umask)
 
@@ -135,6 +139,8 @@ class AgentStack:
         deadline = time.monotonic() + timeout_s
         rows: list[StoredRow] = []
         while time.monotonic() < deadline:
+            if self.worker is not None and self.worker.proc.poll() is not None:
+                break  # the worker exited: say so now, with its log
             rows = self.stored() if (self.data_dir / "memq.db").exists() else []
             got_obs = sum(r.kind == "observation" for r in rows)
             got_sum = sum(r.kind == "summary" for r in rows)
@@ -178,7 +184,10 @@ def agent_stack(
     stack = AgentStack(root, redis_url, observer)
     try:
         if worker:
-            stack.start_worker()
+            # The store at once (hooks and `memq mcp` read it), and the worker boots while the
+            # test sets up and runs its agent: the events wait in Redis until it polls.
+            stack.create_store()
+            stack.start_worker(ready=False)
         yield stack
     finally:
         stack.close()
