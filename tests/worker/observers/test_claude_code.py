@@ -196,14 +196,17 @@ async def test_a_cli_that_does_not_answer_in_time_is_a_retryable_timeout(
     home: Path, fake_observer: FakeObserver
 ) -> None:
     # The timeout covers a fresh CLI's start too (the second call): 5 s leaves a loaded
-    # machine room for that, and the stuck reply (10 s) still outlasts it.
-    fake_observer.script(Reply(text="<observation/>", delay_s=10))
+    # machine room for that. The stuck reply is held until the call has timed out (a fixed
+    # 10 s delay also kept the stuck CLI, stopped in the background, alive until then, and
+    # the observer's close waited for it).
+    fake_observer.hold()
+    fake_observer.script(Reply(text="<observation/>"))
     observer = _observer(home, fake_observer.url, timeout_s=5.0)
     try:
         with pytest.raises(ObserverTransientError, match=r"no reply within 5s"):
             await observer.complete(REQUEST)
         # the stuck process is gone; the next call starts a fresh one and succeeds
-        fake_observer.reset()
+        fake_observer.reset()  # the held reply goes to the stopped CLI
         fake_observer.script(Reply(text="<observation>later</observation>"))
         reply = await observer.complete(REQUEST)
     finally:
