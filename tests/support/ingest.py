@@ -37,7 +37,8 @@ def memq_command(*args: str, prelude: str | None = None) -> list[str]:
     if prelude is None:
         return [console_script(), *args]
     launch = f"import sys; from worker.cli.entry import main; sys.argv[1:] = {list(args)!r}; main()"
-    return [sys.executable, "-c", f"{prelude}\n{launch}"]
+    # -P: the working directory (a data dir) is not put on sys.path, as for the console script.
+    return [sys.executable, "-P", "-c", f"{prelude}\n{launch}"]
 
 
 def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -> dict[str, str]:
