@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -128,12 +127,9 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
             f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
         )
         codex_home = write_codex_config(stack, fake_responses.base_url)
-        # A worker run creates the (empty) store: memq's MCP search needs one to answer, and
+        # The (empty) store a worker run creates: memq's MCP search needs one to answer, and
         # Codex runs no PostToolUse hook for an MCP call that failed.
-        stack.start_worker()
-        _wait_for_file(stack.data_dir / "memq.db")
-        assert stack.worker is not None
-        stack.worker.stop()
+        stack.create_store()
         fake_responses.script(*FIRST_SESSION)
         first = codex_exec(stack, codex_home, PROMPT)
         session = first[0]["thread_id"]
@@ -179,13 +175,6 @@ def test_codex_sessions_are_remembered_and_the_next_session_gets_the_context(
             assert secret.encode() not in on_disk
     finally:
         stack.close()
-
-
-def _wait_for_file(path: Path, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} not created within {timeout_s}s"
-        time.sleep(0.1)
 
 
 def _check_published(events: list[Event], session: str) -> None:

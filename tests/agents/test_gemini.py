@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -35,7 +34,6 @@ from tests.support.gemini_agent import (
 from tests.support.ingest import stored_bytes
 from tests.support.worker_checks import outcomes
 from worker.keys import Keys
-from worker.storage.sqlite.schema import MIGRATIONS
 
 pytestmark = pytest.mark.slow
 
@@ -82,29 +80,14 @@ def _fix_gemini_stack(
 ) -> Iterator[AgentStack]:
     with redis.Redis.from_url(redis_url) as client:
         client.flushdb()
-    with agent_stack(tmp_path, redis_url, fake_observer) as stack:
+    # No worker yet: the first session's events are read in Redis before one starts.
+    with agent_stack(tmp_path, redis_url, fake_observer, worker=False) as stack:
         secrets = f"ANTHROPIC_API_KEY={ANTHROPIC_KEY}\nAWS_SECRET_ACCESS_KEY={AWS_SECRET}\n"
         (stack.project / ".env").write_text(secrets)
         (stack.project / "deploy").mkdir()
         (stack.project / "deploy" / "prod.env").write_text(secrets)
         configure_gemini(stack)
         yield stack
-
-
-def wait_for_store(stack: AgentStack, timeout_s: float = 30) -> None:
-    """Block until the worker has created the SQLite store and applied every migration."""
-    path, deadline = stack.data_dir / "memq.db", time.monotonic() + timeout_s
-    while not (path.exists() and _user_version(path) == len(MIGRATIONS)):
-        assert time.monotonic() < deadline, f"the worker made no store in {timeout_s}s"
-        time.sleep(0.05)
-
-
-def _user_version(path: Path) -> int:
-    try:
-        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            return int(db.execute("PRAGMA user_version").fetchone()[0])
-    except sqlite3.Error:
-        return -1  # being created
 
 
 def stream_events(stack: AgentStack, session: str) -> list[Any]:
@@ -140,11 +123,10 @@ def test_gemini_sessions_are_recorded_and_the_next_one_gets_the_context(
     gemini_stack: AgentStack, fake_gemini: FakeGemini, fake_observer: FakeObserver
 ) -> None:
     stack = gemini_stack
-    # Hold the worker back for the first session, so its events can be read in Redis; once
-    # it has made the store, or `memq mcp` answers the model that memq has no database.
-    assert stack.worker is not None
-    wait_for_store(stack)
-    stack.worker.stop()
+    # The worker is held back for the first session, so its events can be read in Redis; the
+    # store a worker run makes is there, or `memq mcp` answers the model that memq has no
+    # database.
+    stack.create_store()
     fake_gemini.script(first_session(stack.project))
     out = run_gemini(stack, fake_gemini, FIRST_PROMPT)
     session = out["session_id"]

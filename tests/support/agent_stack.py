@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from tests.support.ports import free_port
 from tests.support.worker_checks import dropped_rows, stored_rows
 from tests.support.worker_harness import make_settings
 from tests.support.worker_process import WorkerProcess, worker_env
+from worker.private_files import PRIVATE_UMASK
 from worker.settings import Settings
+from worker.storage.factory import open_store
 from worker.storage.records import DroppedRow, StoredRow
 
 PROJECT_FILES = {
@@ -80,12 +83,32 @@ class AgentStack:
             cwd=self.project, env=self.env(**env), check=False,
         )  # fmt: skip
 
-    def start_worker(self, **memq: str) -> WorkerProcess:
-        """`memq worker` on this stack (one per stack)."""
+    def start_worker(self, *, ready: bool = True, **memq: str) -> WorkerProcess:
+        """`memq worker` on this stack (one per stack); with `ready`, once it polls Redis."""
         env = worker_env(self.data_dir, self.redis_url, self.observer, **memq)
         self.worker = WorkerProcess(env, self._root / "worker.log")
-        self.worker.wait_for_log("redis_version", timeout_s=30)
+        if ready:
+            self.worker.wait_for_log("redis_version", timeout_s=30)
         return self.worker
+
+    def create_store(self) -> None:
+        """The empty, migrated store a first worker run makes (memq's MCP search needs one to
+        answer), made here rather than by starting and stopping a worker process."""
+
+        async def make() -> None:
+            store = open_store(self.settings)
+            try:
+                await store.migrate()
+            finally:
+                await store.aclose()
+
+        umask = os.umask(PRIVATE_UMASK)  # private, as the worker's own files are
+        try:
+            # A thread of its own: async tests build stacks inside their running loop.
+            with ThreadPoolExecutor(1) as pool:
+                pool.submit(asyncio.run, make()).result()
+        finally:
+            os.umask(umask)
 
     def start_agent_endpoint(self) -> str:
         """`memq agent` on a free loopback port; returns its base URL (`http://127.0.0.1:N`)."""
@@ -116,6 +139,8 @@ class AgentStack:
         deadline = time.monotonic() + timeout_s
         rows: list[StoredRow] = []
         while time.monotonic() < deadline:
+            if self.worker is not None and self.worker.proc.poll() is not None:
+                break  # the worker exited: say so now, with its log
             rows = self.stored() if (self.data_dir / "memq.db").exists() else []
             got_obs = sum(r.kind == "observation" for r in rows)
             got_sum = sum(r.kind == "summary" for r in rows)
@@ -145,8 +170,11 @@ class AgentStack:
 
 
 @contextmanager
-def agent_stack(root: Path, redis_url: str, observer: FakeObserver) -> Iterator[AgentStack]:
-    """An AgentStack with its worker running; everything stopped on the way out."""
+def agent_stack(
+    root: Path, redis_url: str, observer: FakeObserver, *, worker: bool = True
+) -> Iterator[AgentStack]:
+    """An AgentStack with its worker running (unless `worker` is false); everything stopped
+    on the way out."""
     # A fresh memq: no counters, streams or pauses left by the previous test.
     client = redis.Redis.from_url(redis_url)
     try:
@@ -155,7 +183,11 @@ def agent_stack(root: Path, redis_url: str, observer: FakeObserver) -> Iterator[
         client.close()
     stack = AgentStack(root, redis_url, observer)
     try:
-        stack.start_worker()
+        if worker:
+            # The store at once (hooks and `memq mcp` read it), and the worker boots while the
+            # test sets up and runs its agent: the events wait in Redis until it polls.
+            stack.create_store()
+            stack.start_worker(ready=False)
         yield stack
     finally:
         stack.close()

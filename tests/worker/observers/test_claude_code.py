@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import msgspec
 import pytest
 from arq.connections import ArqRedis
 
-from tests.support.fake_observer import FakeObserver, Reply
+from tests.support.fake_observer import FakeObserver, RecordedRequest, Reply, deterministic_reply
 from tests.support.ingest import console_script, subprocess_env
 from tests.support.worker_checks import observations, outcomes, stored_rows, wait_until
 from tests.support.worker_harness import (
@@ -117,12 +118,27 @@ async def test_an_observation_is_stored_through_claude_code(
 
 
 async def _paused_then_stored(
-    settings: Settings, arq_redis: ArqRedis, fake_observer: FakeObserver, first: Reply
+    settings: Settings,
+    arq_redis: ArqRedis,
+    fake_observer: FakeObserver,
+    first: Reply | Callable[[], Reply],
 ) -> tuple[bytes, float]:
     """Publish two calls, answer the first turn with `first`: returns the pause's reason and
     its TTL in seconds, and checks the batch was kept and then stored once the pause ended."""
     key = Keys(settings.prefix).pause("claude-code")
-    fake_observer.script(first)
+    if isinstance(first, Reply):
+        fake_observer.script(first)
+    else:  # made when the request comes: a reset counted from the reply, not the publish
+        made = first
+        answered: list[Reply] = []
+
+        def respond(request: RecordedRequest) -> Reply:
+            if answered:
+                return deterministic_reply(request)
+            answered.append(made())
+            return answered[0]
+
+        fake_observer.responder = respond
     await publish(arq_redis, settings, tool_call("cc-p", 1), tool_call("cc-p", 2))
     async with running_runtime(settings, arq_redis) as rt:
         worker = asyncio.create_task(drain(rt, arq_redis))
@@ -140,12 +156,16 @@ async def _paused_then_stored(
 async def test_a_quota_reply_pauses_the_provider_fleet_wide_until_its_reset(
     settings: Settings, arq_redis: ArqRedis, fake_observer: FakeObserver
 ) -> None:
-    reset = int(time.time()) + 6
-    line = f"Claude AI usage limit reached|{reset}"
-    first = Reply(status=429, error_type="rate_limit_error", error_message=line)
-    reason, ttl_s = await _paused_then_stored(settings, arq_redis, fake_observer, first)
+    def quota() -> Reply:
+        # The reset (whole epoch seconds) 2-3 s after the reply: time for the CLI to relay it
+        # on a loaded machine, and the pause that the drain then waits out stays short.
+        reset = int(time.time()) + 3
+        line = f"Claude AI usage limit reached|{reset}"
+        return Reply(status=429, error_type="rate_limit_error", error_message=line)
+
+    reason, ttl_s = await _paused_then_stored(settings, arq_redis, fake_observer, quota)
     assert b"usage limit reached" in reason
-    assert 0 < ttl_s <= 6.5  # the reset the CLI named, not MEMQ_QUOTA_PAUSE_S (300 s)
+    assert 0 < ttl_s <= 3.5  # the reset the CLI named, not MEMQ_QUOTA_PAUSE_S (300 s)
 
 
 async def test_an_auth_failure_pauses_with_the_login_hint(
@@ -176,14 +196,17 @@ async def test_a_cli_that_does_not_answer_in_time_is_a_retryable_timeout(
     home: Path, fake_observer: FakeObserver
 ) -> None:
     # The timeout covers a fresh CLI's start too (the second call): 5 s leaves a loaded
-    # machine room for that, and the stuck reply (10 s) still outlasts it.
-    fake_observer.script(Reply(text="<observation/>", delay_s=10))
+    # machine room for that. The stuck reply is held until the call has timed out (a fixed
+    # 10 s delay also kept the stuck CLI, stopped in the background, alive until then, and
+    # the observer's close waited for it).
+    fake_observer.hold()
+    fake_observer.script(Reply(text="<observation/>"))
     observer = _observer(home, fake_observer.url, timeout_s=5.0)
     try:
         with pytest.raises(ObserverTransientError, match=r"no reply within 5s"):
             await observer.complete(REQUEST)
         # the stuck process is gone; the next call starts a fresh one and succeeds
-        fake_observer.reset()
+        fake_observer.reset()  # the held reply goes to the stopped CLI
         fake_observer.script(Reply(text="<observation>later</observation>"))
         reply = await observer.complete(REQUEST)
     finally:
