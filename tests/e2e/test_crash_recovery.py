@@ -36,21 +36,6 @@ JOB_TIMEOUT_S = 6
 SMALL = {"batch_max_events": "4", "job_timeout_s": str(JOB_TIMEOUT_S)}
 
 
-# The killed worker's claims lapse sooner: its jobs' in-progress keys live job timeout + 1 s
-# (arq's own: + 10 s) and its session leases 4 s (memq's: 10 s). The restarted worker still
-# retakes the sessions only once they lapse by themselves, ~7 s after the kill's job began
-# instead of ~16 s (test_chaos.py kills workers with both defaults).
-_SHORT_CLAIMS = (
-    "import worker.observe.runtime as runtime, worker.queue.arq_worker as arq_worker\n"
-    "runtime.Runtime.lease_ttl_ms = property(lambda self: 4_000)\n"
-    "_init = arq_worker.MemqWorker.__init__\n"
-    "def _short_claims(self, *args, **kwargs):\n"
-    "    _init(self, *args, **kwargs)\n"
-    "    self.in_progress_timeout_s = self.job_timeout_s + 1\n"
-    "arq_worker.MemqWorker.__init__ = _short_claims\n"
-)
-
-
 async def _stored_count(settings: Settings, total: int) -> bool:
     return len(await observations(settings)) >= total
 
@@ -75,7 +60,7 @@ async def test_kill_9_mid_batch_then_restart_stores_every_event_exactly_once(
 ) -> None:
     settings = make_settings(tmp_path, redis_url, fake_observer.url, **SMALL)
     env = worker_env(tmp_path, redis_url, fake_observer, **SMALL)
-    first = WorkerProcess(env, tmp_path / "first.log", prelude=_SHORT_CLAIMS)
+    first = WorkerProcess(env, tmp_path / "first.log")
     second: WorkerProcess | None = None
     try:
         first.wait_for_log("redis_version")

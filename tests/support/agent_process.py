@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.ingest import memq_command, subprocess_env
+from tests.support.ingest import console_script, subprocess_env
 from tests.support.ports import free_port
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "claude_code"
@@ -76,16 +76,9 @@ class AgentProcess:
 
 @contextmanager
 def agent_process(
-    data_dir: Path,
-    redis_url: str,
-    *,
-    max_open_files: int | None = None,
-    prelude: str | None = None,
-    **memq: str,
+    data_dir: Path, redis_url: str, *, max_open_files: int | None = None, **memq: str
 ) -> Iterator[AgentProcess]:
-    """`memq agent` on a free port with MEMQ_<name>=value for each of `memq`; killed on exit.
-
-    `prelude`: Python the process runs first (see `memq_command`)."""
+    """`memq agent` on a free port with MEMQ_<name>=value for each of `memq`; killed on exit."""
     port = free_port()
     env = subprocess_env(
         data_dir,
@@ -104,7 +97,7 @@ def agent_process(
 
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            memq_command("agent", prelude=prelude), env=env, cwd=data_dir, stdin=subprocess.DEVNULL,
+            [console_script(), "agent"], env=env, cwd=data_dir, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, preexec_fn=limit,
         )  # fmt: skip
     agent = AgentProcess(proc, f"http://127.0.0.1:{port}", log_path)

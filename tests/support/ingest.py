@@ -31,16 +31,6 @@ def console_script() -> str:
     return exe
 
 
-def memq_command(*args: str, prelude: str | None = None) -> list[str]:
-    """`memq <args>`; with `prelude`, Python run first in that process (e.g. to set a module
-    constant a test needs shorter), then the console script's entry point."""
-    if prelude is None:
-        return [console_script(), *args]
-    launch = f"import sys; from worker.cli.entry import main; sys.argv[1:] = {list(args)!r}; main()"
-    # -P: the working directory (a data dir) is not put on sys.path, as for the console script.
-    return [sys.executable, "-P", "-c", f"{prelude}\n{launch}"]
-
-
 def subprocess_env(data_dir: Path, redis_url: str | None = None, **extra: str) -> dict[str, str]:
     """An explicit environment: never the developer's data dir or Redis."""
     env = {

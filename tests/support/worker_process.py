@@ -12,7 +12,7 @@ from pathlib import Path
 from redis.asyncio import Redis
 
 from tests.support.fake_observer import FakeObserver
-from tests.support.ingest import memq_command, subprocess_env
+from tests.support.ingest import console_script, subprocess_env
 
 
 def worker_env(
@@ -46,15 +46,11 @@ def worker_env(
 class WorkerProcess:
     """One running `memq worker`; its stderr (JSON logs) goes to a file for post-mortems."""
 
-    def __init__(
-        self, env: dict[str, str], log_path: Path, *args: str, prelude: str | None = None
-    ) -> None:
-        """`prelude` is Python run before `memq worker` in its process (e.g. to set a
-        module constant a test needs shorter); without it the console script runs."""
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.proc = subprocess.Popen(
-            memq_command("worker", *args, prelude=prelude),
+            [console_script(), "worker", *args],
             env=env,
             cwd=env["MEMQ_DATA_DIR"],
             stdin=subprocess.DEVNULL,

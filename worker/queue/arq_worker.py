@@ -7,6 +7,8 @@ import logging
 import time
 from typing import Any
 
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -21,6 +23,9 @@ SHUT_DOWN = "shut_down"
 RIDE_OUT_S = 8.0
 """How long the worker keeps restarting its poll loop while Redis is unreachable; then it exits
 and its supervisor restarts it (each attempt itself retries connecting for ~7.5 s)."""
+RECONNECT_S = 7.5
+"""The pool's own reconnect window (`arq_pool.RIDE_OUT_RETRIES`): a run that failed on a lost
+Redis had been retrying that long, so the outage began that much earlier."""
 
 _LOST = (RedisConnectionError, RedisTimeoutError, ConnectionError, TimeoutError)
 
@@ -35,6 +40,7 @@ class MemqWorker(LuaStartWorker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._started = False
+        self._gave_up = False
         self._first_startup = self.on_startup
         self.on_startup = self._startup_once
 
@@ -59,10 +65,15 @@ class MemqWorker(LuaStartWorker):
                 if not self._started:
                     raise  # no runtime yet: the startup itself failed
                 now = time.monotonic()
-                if outage_since is None or now - began > RIDE_OUT_S:
-                    outage_since = now  # the last run went well for a while: a new outage
+                if outage_since is None or now - began > RIDE_OUT_S + RECONNECT_S:
+                    # The last run went well for a while: a new outage, counted from when its
+                    # reconnects began (else each restart's own retries stacked: ~30 s in all).
+                    outage_since = max(began, now - RECONNECT_S)
                 if now - outage_since > RIDE_OUT_S:
-                    logger.error("Redis unreachable for %.0f s, giving up: %s", RIDE_OUT_S, e)
+                    logger.error(
+                        "Redis unreachable for %.0f s, giving up: %s", now - outage_since, e
+                    )
+                    self._gave_up = True
                     raise
                 logger.warning("lost Redis, polling again: %s", e)
             await asyncio.sleep(self.poll_delay_s)
@@ -74,6 +85,8 @@ class MemqWorker(LuaStartWorker):
         with Redis down either step raised first, the store's connection thread stayed open and
         the process never exited, so no supervisor ever restarted it.
         """
+        if self._gave_up:  # Redis is gone: closing must not retry reconnecting once more
+            self.pool.set_retry(Retry(NoBackoff(), 0))
         try:
             await super().close()
         except (RedisError, OSError) as e:

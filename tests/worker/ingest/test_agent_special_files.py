@@ -62,15 +62,6 @@ async def test_fifo_and_dev_zero_reads_neither_hang_nor_spin_and_sigterm_stops_i
     assert calls[6].file_hashes == {"/dev/zero": None}
 
 
-# The stop's drain gets 0.5 s twice instead of 2 s (the deadline follows, by the agent's own
-# formula): the same stop past a stuck spool, without waiting out the default 7 s for it.
-_SHORT_DRAIN = (
-    "import worker.ingest.agent as agent, worker.ingest.agent_publisher as publisher\n"
-    "publisher.DRAIN_S = 0.5\n"
-    "agent.STOP_DEADLINE_S = agent.STOP_GRACE_S + 2 * publisher.DRAIN_S + 1\n"
-)
-
-
 def test_a_stuck_spool_turns_healthz_503_and_sigterm_still_stops_it(tmp_path: Path) -> None:
     spool_dir = tmp_path / "spool"
     spool_dir.mkdir(mode=0o700)
@@ -78,9 +69,8 @@ def test_a_stuck_spool_turns_healthz_503_and_sigterm_still_stops_it(tmp_path: Pa
     # away, so the publisher spools, and that append waits for good.
     lock = os.open(spool_dir / "append.lock", os.O_RDWR | os.O_CREAT, 0o600)
     agent_cm = agent_process(
-        tmp_path, closed_port_url(), agent_stall_s="1", hook_redis_timeout_ms="100",
-        prelude=_SHORT_DRAIN,
-    )  # fmt: skip
+        tmp_path, closed_port_url(), agent_stall_s="1", hook_redis_timeout_ms="100"
+    )
     with agent_cm as agent:
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert agent.post(tool_payload("toolu_1")).status_code == 200  # queued: not yet stuck
