@@ -31,6 +31,9 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True):
 
 RECORDED_ITEMS = 30
 RECORDED_CHARS = 3_000
+# The character cap on raw exchanges re-sent with MEMQ_HISTORY_TURNS (oldest dropped first): a
+# bound on the prompt when someone turns history on, not a figure anyone had reason to tune.
+HISTORY_CHARS = 40_000
 """What the session has recorded, as sent with every turn: its newest lines within both."""
 
 

@@ -39,6 +39,9 @@ SWEEP_EVERY_S = 10
 # processed_events pruning, from the sweep: each process at most this often (its first sweep
 # included), so a fleet of N workers prunes N times an hour, each a cheap indexed DELETE.
 PRUNE_EVERY_S = 3600.0
+# How long the replay guard keeps a processed event id. It only matters for stream entries a
+# crash left pending, which are retried within minutes; a week is the producer's dedupe window.
+PROCESSED_RETENTION = timedelta(days=7)
 PRUNED_AT = "processed_pruned_at"
 """arq ctx key: when (time.monotonic()) this process last pruned."""
 
@@ -74,8 +77,8 @@ def prune_due(ctx: dict[str, Any], now: float) -> bool:
 
 
 async def prune_processed_events(rt: Runtime) -> int:
-    """Delete replay-guard rows older than MEMQ_PROCESSED_RETENTION_DAYS; returns how many."""
-    cutoff = datetime.now(UTC) - timedelta(days=rt.settings.processed_retention_days)
+    """Delete replay-guard rows older than PROCESSED_RETENTION; returns how many."""
+    cutoff = datetime.now(UTC) - PROCESSED_RETENTION
     try:
         pruned = await rt.store.prune_processed(cutoff)
     except StoreError as e:

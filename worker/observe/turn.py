@@ -14,6 +14,7 @@ from redis.asyncio.client import Pipeline
 
 from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import (
+    HISTORY_CHARS,
     Exchange,
     ObserverState,
     conversation_state,
@@ -114,7 +115,7 @@ class TurnRunner:
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
         s = self.rt.settings
-        limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+        limits = HistoryLimits(turns=s.history_turns, chars=HISTORY_CHARS)
         caps = TurnCaps(max_observations=s.max_observations_per_turn,
                         field_chars=s.field_budget_chars)  # fmt: skip
         now = datetime.now(UTC)
