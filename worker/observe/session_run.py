@@ -16,14 +16,15 @@ from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
 from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
+from worker.errors import LeaseLostError
 from worker.observe.delivered import Delivered, decode_entries
 from worker.observe.kept_replies import kept_prefix
 from worker.observe.runtime import Runtime
 from worker.observe.turn import TurnRunner
-from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
-from worker.queue.streams import Entry, FencedError, SessionStream
+from worker.queue.leases import Lease, raise_fence_floor
+from worker.queue.streams import Entry, SessionStream
 from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +50,10 @@ async def observe(rt: Runtime, session: str, job_id: str) -> str:
         result, defer_s, waiting_after = await _drive(
             rt, session, lease, rt.states.decode(raw_state)
         )
-    except StaleFenceError as e:
+    except LeaseLostError as e:
         logger.warning("stopped: %s", e)
-        await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
-        result = "fenced"
-    except (FencedError, LeaseLostError) as e:
-        logger.warning("stopped: %s", e)
+        if e.stored_fence:  # storage refused: Redis may have lost its fence counter
+            await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
         result = "fenced"
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
@@ -134,8 +133,6 @@ async def _drive(
         await _dead_letter(rt, lease, stream, bad)
         try:
             delivered = await _skip_processed(rt, session, lease, stream, delivered)
-        except StaleFenceError:
-            raise
         except StoreError as e:  # storage fails before the turn: an attempt all the same
             failed = await runner.retry_or_dead(
                 [d.entry for d in delivered], f"storage failed: {e}"

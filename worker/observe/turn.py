@@ -38,7 +38,7 @@ from worker.observers.errors import (
 from worker.observers.protocol import ObserverRequest, Usage
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
-from worker.storage.protocol import StaleFenceError, StoreError
+from worker.storage.protocol import StoreError
 from worker.storage.records import BatchWrite
 
 logger = logging.getLogger(__name__)
@@ -195,8 +195,6 @@ class TurnRunner:
         )
         try:
             written = await self.rt.store.write_batch(batch)
-        except StaleFenceError:
-            raise
         except StoreError as e:  # a malformed database, a full disk, PostgreSQL gone
             # The reply is paid for: keep it for the retry, and count the attempt.
             reason = f"storage failed: {' '.join(str(e).split()) or type(e).__name__}"

@@ -15,8 +15,8 @@ import msgspec
 from pipeline.redaction.privacy import strip_private_tags
 from pipeline.redaction.redact import redact_secrets
 from pipeline.turns.content_hash import compute_observation_content_hash
-from worker.errors import WorkerError
-from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, WriteStore
+from worker.errors import LeaseLostError, WorkerError
+from worker.storage.protocol import IMPORTED_EVENT_PREFIX, WriteStore
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
 
 
@@ -188,7 +188,7 @@ async def _write(
     """Write one chunk; returns (new observations, deduplicated observations)."""
     try:
         result = await store.write_batch(_batch(s, chunk, await store.session_fence(s.memq_id)))
-    except StaleFenceError:
+    except LeaseLostError:
         # A worker advanced the session's fence meanwhile: write at the new one.
         result = await store.write_batch(_batch(s, chunk, await store.session_fence(s.memq_id)))
     return sum(r.kind == "observation" for r in result.stored), result.deduplicated

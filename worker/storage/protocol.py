@@ -43,23 +43,6 @@ class SearchTimeoutError(StoreError):
     """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
 
 
-class StaleFenceError(StoreError):
-    """A write came from a lease holder whose fencing token is no longer current."""
-
-    def __init__(self, message: str, stored_fence: int = 0) -> None:
-        super().__init__(message)
-        self.stored_fence = stored_fence
-
-    @classmethod
-    def refusing(cls, batch: BatchWrite, stored_fence: int) -> StaleFenceError:
-        """The refusal of `batch`, whose fence is older than the one storage holds."""
-        return cls(
-            f"session {batch.memory_session_id}: write refused, fence {batch.fence} is older"
-            f" than the stored fence {stored_fence} (another worker holds the lease)",
-            stored_fence=stored_fence,
-        )
-
-
 class _SessionRecord(Protocol):
     @property
     def memory_session_id(self) -> str: ...
@@ -88,7 +71,7 @@ class WriteStore(Protocol):
     """The turn's write path: replay guard, fence, restart context, write, announce."""
 
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
-        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
+        """Write one turn's records in one transaction; raises LeaseLostError when fenced."""
 
     async def processed_event_ids(
         self, memory_session_id: str, event_ids: Sequence[str]

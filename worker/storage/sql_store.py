@@ -70,7 +70,7 @@ class SqlStore:
     # WriteStore.
 
     async def write_batch(self, batch: records.BatchWrite) -> records.BatchResult:
-        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
+        """Write one turn's records in one transaction; raises LeaseLostError when fenced."""
         check_one_session(batch)
         now = iso_utc(batch.occurred_at or self._clock())
         return await sql_write.write_batch(

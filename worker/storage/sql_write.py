@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.errors import LeaseLostError
 from worker.storage import params as p
 from worker.storage import statements as s
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import TABLE_OF
-from worker.storage.protocol import StaleFenceError
 from worker.storage.records import BatchResult, BatchWrite, StoredRow
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
@@ -74,7 +74,16 @@ async def _claim_session(conn: SqlConn, dialect: Dialect, batch: BatchWrite, now
             return
         # A concurrent first batch of the session inserted a higher fence meanwhile.
         stored_fence = await _fence(conn, dialect, sid)
-    raise StaleFenceError.refusing(batch, int(stored_fence or 0))
+    raise _refusal(batch, int(stored_fence or 0))
+
+
+def _refusal(batch: BatchWrite, stored_fence: int) -> LeaseLostError:
+    """The refusal of `batch`, whose fence is older than the one storage holds."""
+    return LeaseLostError(
+        f"session {batch.memory_session_id}: write refused, fence {batch.fence} is older"
+        f" than the stored fence {stored_fence} (another worker holds the lease)",
+        stored_fence=stored_fence,
+    )
 
 
 async def _fence(conn: SqlConn, dialect: Dialect, sid: str) -> int | None:

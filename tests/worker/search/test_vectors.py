@@ -20,6 +20,7 @@ from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url, failing_chroma
 from tests.support.embeddings import HashEmbeddingFunction
 from worker.backoff import Backoff
+from worker.errors import LeaseLostError
 from worker.search.vector_index import (
     ChromaTarget,
     VectorIndex,
@@ -35,7 +36,6 @@ from worker.search.vector_sync import (
     sync_backoff_s,
 )
 from worker.settings import Settings, load_settings
-from worker.storage.protocol import StaleFenceError
 from worker.storage.records import BatchWrite, ObservationRecord, StoredRow, SummaryRecord
 from worker.storage.sqlite.store import SqliteStore
 
@@ -153,7 +153,7 @@ async def test_outbox_row_commits_with_each_new_row_only(store: SqliteStore) -> 
 
 async def test_a_refused_batch_leaves_no_outbox_row(store: SqliteStore) -> None:
     await store.write_batch(batch(obs("A"), fence=5))
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(batch(obs("B"), fence=4))
     assert [r[:2] for r in await outbox(store.path)] == [("observation", 1)]
 

@@ -18,12 +18,12 @@ import pytest
 from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
-from worker.errors import ConfigError
+from worker.errors import ConfigError, LeaseLostError
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.postgres import schema as postgres_schema
 from worker.storage.postgres.store import PostgresStore
-from worker.storage.protocol import StaleFenceError, Store, StoreError
+from worker.storage.protocol import Store, StoreError
 from worker.storage.records import (
     BatchWrite,
     DroppedOutput,
@@ -388,7 +388,7 @@ async def test_stale_fence_is_refused_and_stores_nothing(store: Store, next_fenc
         ],
         ended=True,
     )
-    with pytest.raises(StaleFenceError) as info:
+    with pytest.raises(LeaseLostError) as info:
         await store.write_batch(stale)
     message = str(info.value)
     assert "s1" in message
@@ -406,7 +406,7 @@ async def test_stale_fence_is_refused_and_stores_nothing(store: Store, next_fenc
 async def test_fence_raised_by_a_new_holder_refuses_the_old_one(store: Store) -> None:
     await store.write_batch(batch(fence=1))
     await store.write_batch(batch(fence=2))
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(batch(fence=1))
 
 

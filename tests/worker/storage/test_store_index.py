@@ -9,9 +9,10 @@ import pytest
 from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
+from worker.errors import LeaseLostError
 from worker.search.hybrid import match_expression, search
 from worker.storage.index_records import TextFilter, VectorRetry
-from worker.storage.protocol import StaleFenceError, Store
+from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -164,7 +165,7 @@ async def test_the_outbox_is_claimed_finished_and_retried(store: Store) -> None:
 async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
     await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=5,
                                        event_ids=[], observations=[obs("A")]))  # fmt: skip
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=4,
                                            event_ids=[], observations=[obs("B")]))  # fmt: skip
     assert await store.vector_lag() == 1
