@@ -11,7 +11,8 @@ from typing import cast
 
 from redis.exceptions import RedisError
 
-from pipeline.events import kind_of
+from pipeline.errors import EventDecodeError
+from pipeline.events import End, Summarize, decode_event, kind_of
 from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
@@ -244,10 +245,20 @@ async def _read_batch(
 
 
 def _flushes(entries: list[Entry]) -> bool:
-    # summarize and end flush at once; peeking at the raw JSON avoids a second decode.
-    return any(
-        e.raw is not None and (b'"summarize"' in e.raw or b'"end"' in e.raw) for e in entries
-    )
+    """Whether a summary request or the session's end is among `entries` (due at once)."""
+    # Decided from the decoded event, never from the raw JSON: a tool input holding an "end"
+    # key or a prompt quoting "summarize" says nothing about the event's kind. An entry that
+    # does not decode is dead-lettered by the caller; it flushes nothing.
+    for entry in entries:
+        if entry.raw is None:
+            continue
+        try:
+            event = decode_event(entry.raw)
+        except EventDecodeError:
+            continue
+        if isinstance(event, Summarize | End):
+            return True
+    return False
 
 
 async def _dead_letter(
