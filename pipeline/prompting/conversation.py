@@ -16,7 +16,7 @@ from pipeline.prompting.prompts import (
     build_observation_prompt,
     build_summary_prompt,
 )
-from pipeline.records import PromptRow
+from pipeline.records import StoredPrompt
 from pipeline.turns.batching import TurnPlan
 
 T = TypeVar("T")
@@ -87,7 +87,7 @@ def conversation_state(
     session: str,
     state: ObserverState | None,
     plan: TurnPlan,
-    stored: PromptRow | None = None,
+    stored: StoredPrompt | None = None,
 ) -> ObserverState:
     """The conversation to continue, or a new one: the init prompt when the turn opens the
     session with its first request, else the continuation prompt (the state was lost).

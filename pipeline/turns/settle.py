@@ -21,9 +21,9 @@ from pipeline.prompting.conversation import (
 from pipeline.prompting.truncate import truncate_observation_field
 from pipeline.records import (
     DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
-    SummaryRecord,
+    ObservationRow,
+    PromptRow,
+    SummaryRow,
     TokenUsage,
     TurnRows,
 )
@@ -32,7 +32,7 @@ from pipeline.replies.parser import ParseResult
 from pipeline.replies.textnorm import one_line_plain
 from pipeline.turns.batching import TurnPlan
 from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps, cap_observations
-from pipeline.turns.turn_records import observation_records, summary_record
+from pipeline.turns.turn_records import observation_rows, summary_row
 
 DROPPED_RAW_CHARS = 16_000
 TOO_LARGE_CATEGORY = "too_large"
@@ -73,10 +73,10 @@ class Settled(msgspec.Struct, frozen=True, kw_only=True):
     pause_s: float | None = None
 
 
-def prompt_records(session: str, plan: TurnPlan) -> list[PromptRecord]:
+def prompt_rows(session: str, plan: TurnPlan) -> list[PromptRow]:
     """The user requests a turn carries, as rows."""
     return [
-        PromptRecord(
+        PromptRow(
             memory_session_id=session,
             project=p.project,
             prompt_number=p.prompt_number or 0,
@@ -90,7 +90,7 @@ def prompt_records(session: str, plan: TurnPlan) -> list[PromptRecord]:
 
 def record(session: str, plan: TurnPlan, state: ObserverState) -> Settled:
     """A bookkeeping turn (prompts, an end): no observer call, its requests stored."""
-    rows = TurnRows(prompts=prompt_records(session, plan))
+    rows = TurnRows(prompts=prompt_rows(session, plan))
     return Settled(result=TurnResult(outcome=Outcome.RECORDED), rows=rows, state=state)
 
 
@@ -126,8 +126,8 @@ def settle(
     created_at = plan.events[0].occurred_at
     event_ids = [e.event_id for e in plan.events]
     prompt_number = state.prompt_number or None
-    observations: list[ObservationRecord] = []
-    summaries: list[SummaryRecord] = []
+    observations: list[ObservationRow] = []
+    summaries: list[SummaryRow] = []
     dropped: list[DroppedOutput] = []
     cut: str | None = None
     if parsed.kind == "observations" and plan.kind == "observe":
@@ -135,7 +135,7 @@ def settle(
         if caps is not None:
             capped = cap_observations(kept, caps)
             kept, cut = capped.observations, capped.reason
-        observations = observation_records(
+        observations = observation_rows(
             kept,
             plan.tool_calls,
             session=session,
@@ -146,7 +146,7 @@ def settle(
             event_ids=event_ids,
         )
     elif parsed.kind == "summary" and parsed.summary is not None:
-        summary = summary_record(
+        summary = summary_row(
             parsed.summary,
             session=session,
             project=state.project,
@@ -199,7 +199,7 @@ def settle(
         recorded=bounded_recorded([*state.recorded, *recorded_lines(observations, summaries)]),
     )
     rows = TurnRows(
-        prompts=prompt_records(session, plan),
+        prompts=prompt_rows(session, plan),
         observations=observations,
         summaries=summaries,
         dropped=dropped,
@@ -208,9 +208,7 @@ def settle(
     return Settled(result=result, rows=rows, state=after)
 
 
-def recorded_lines(
-    observations: list[ObservationRecord], summaries: list[SummaryRecord]
-) -> list[str]:
+def recorded_lines(observations: list[ObservationRow], summaries: list[SummaryRow]) -> list[str]:
     """One line per stored row for the observer's list of what is recorded: type and title."""
     lines = []
     for o in observations:
@@ -243,7 +241,7 @@ def oversized(
     """A reply too large to read (`MEMQ_OBSERVER_MAX_REPLY_BYTES`): dropped, its head kept."""
     event_ids = [e.event_id for e in plan.events]
     row = _dropped(session, state.project, TOO_LARGE_CATEGORY, head, event_ids, now, reason, plan)
-    rows = TurnRows(prompts=prompt_records(session, plan), dropped=[row])
+    rows = TurnRows(prompts=prompt_rows(session, plan), dropped=[row])
     result = TurnResult(outcome=Outcome.DROPPED, category=TOO_LARGE_CATEGORY, reason=reason)
     return Settled(result=result, rows=rows, state=state)
 

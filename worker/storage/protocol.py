@@ -21,9 +21,9 @@ from worker.storage.records import (
     BatchWrite,
     CostDay,
     DroppedRow,
-    PromptRow,
     SessionRow,
     StoreCounts,
+    StoredPrompt,
     StoredRow,
 )
 
@@ -43,7 +43,7 @@ class SearchTimeoutError(StoreError):
     """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
 
 
-class _SessionRecord(Protocol):
+class _SessionRow(Protocol):
     @property
     def memory_session_id(self) -> str: ...
 
@@ -51,7 +51,7 @@ class _SessionRecord(Protocol):
 def check_one_session(batch: BatchWrite) -> None:
     """Refuse a batch holding a record of another session (every backend enforces it)."""
     sid = batch.memory_session_id
-    lists: tuple[Sequence[_SessionRecord], ...] = (
+    lists: tuple[Sequence[_SessionRow], ...] = (
         batch.prompts,
         batch.observations,
         batch.summaries,
@@ -81,7 +81,7 @@ class WriteStore(Protocol):
     async def session_fence(self, memory_session_id: str) -> int | None:
         """The session's stored fencing token, or None for an unknown session."""
 
-    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+    async def latest_prompt(self, memory_session_id: str) -> StoredPrompt | None:
         """The session's last stored user request, or None when it has none."""
 
     async def unannounced(

@@ -89,7 +89,7 @@ class SqlStore:
         """The session's stored fencing token, or None for an unknown session."""
         return await sql_read.session_fence(self._db, memory_session_id)
 
-    async def latest_prompt(self, memory_session_id: str) -> records.PromptRow | None:
+    async def latest_prompt(self, memory_session_id: str) -> records.StoredPrompt | None:
         """The session's last stored user request, or None when it has none."""
         return await sql_read.latest_prompt(self._db, memory_session_id)
 

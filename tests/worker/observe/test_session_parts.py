@@ -16,7 +16,7 @@ from worker.keys import CONSUMER_GROUP, Keys
 from worker.observe.observer_state import StateStore
 from worker.queue.leases import Lease, raise_fence_floor
 from worker.queue.streams import SessionStream
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("t")
@@ -43,8 +43,8 @@ async def _add(redis: aioredis.Redis, *values: bytes) -> list[str]:
     return [(await redis.xadd(KEYS.events(SESSION), {"event": v})).decode() for v in values]
 
 
-def _observation(title: str) -> ObservationRecord:
-    return ObservationRecord(
+def _observation(title: str) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=SESSION, project="p", type="discovery", title=title, subtitle=None,
         facts=[], narrative=title, concepts=[], files_read=[], files_modified=[],
         prompt_number=None, content_hash=title, created_at=NOW,

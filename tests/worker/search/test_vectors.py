@@ -36,7 +36,7 @@ from worker.search.vector_sync import (
     sync_backoff_s,
 )
 from worker.settings import Settings, load_settings
-from worker.storage.records import BatchWrite, ObservationRecord, StoredRow, SummaryRecord
+from worker.storage.records import BatchWrite, ObservationRow, StoredRow, SummaryRow
 from worker.storage.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -50,8 +50,8 @@ def obs(
     facts: list[str] | None = None,
     session: str = "s1",
     subtitle: str | None = None,
-) -> ObservationRecord:
-    return ObservationRecord(
+) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session,
         project="shop",
         type="bugfix",
@@ -68,8 +68,8 @@ def obs(
     )
 
 
-def summary(session: str = "s1") -> SummaryRecord:
-    return SummaryRecord(
+def summary(session: str = "s1") -> SummaryRow:
+    return SummaryRow(
         memory_session_id=session,
         project="shop",
         request="Fix the login test",
@@ -83,7 +83,7 @@ def summary(session: str = "s1") -> SummaryRecord:
     )
 
 
-def batch(*observations: ObservationRecord, fence: int = 1, **kw: Any) -> BatchWrite:
+def batch(*observations: ObservationRow, fence: int = 1, **kw: Any) -> BatchWrite:
     return BatchWrite(
         memory_session_id="s1",
         project="shop",

@@ -20,7 +20,7 @@ from worker.storage.postgres.schema import SCHEMA_VERSION
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.postgres.text_search import tsquery_text
 from worker.storage.protocol import Store, StoreError
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -28,7 +28,7 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 def batch(session: str, fence: int, *titles: str) -> BatchWrite:
     observations = [
-        ObservationRecord(
+        ObservationRow(
             memory_session_id=session, project="p", type="change", title=title, subtitle=None,
             facts=[], narrative="x", concepts=[], files_read=[], files_modified=[],
             prompt_number=None, content_hash=f"{session}-{title}", created_at=T0,

@@ -13,7 +13,7 @@ from worker.errors import LeaseLostError
 from worker.search.hybrid import match_expression, search
 from worker.storage.index_records import TextFilter, VectorRetry
 from worker.storage.protocol import Store
-from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
+from worker.storage.records import BatchWrite, ObservationRow, PromptRow, SummaryRow
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -28,8 +28,8 @@ def obs(
     at: datetime = T0,
     facts: tuple[str, ...] = (),
     concepts: tuple[str, ...] = ("gotcha",),
-) -> ObservationRecord:
-    return ObservationRecord(
+) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session,
         project=project,
         type=type,
@@ -46,8 +46,8 @@ def obs(
     )
 
 
-def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryRecord:
-    return SummaryRecord(
+def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryRow:
+    return SummaryRow(
         memory_session_id=session,
         project="shop",
         request=request,
@@ -61,7 +61,7 @@ def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryR
     )
 
 
-def batch(*observations: ObservationRecord, session: str = "s1", **kw: object) -> BatchWrite:
+def batch(*observations: ObservationRow, session: str = "s1", **kw: object) -> BatchWrite:
     project = observations[0].project if observations else "shop"
     return BatchWrite(
         memory_session_id=session,
@@ -225,7 +225,7 @@ async def test_timeline_interleaves_prompts_observations_and_summaries(store: St
         return T0 + timedelta(seconds=seconds)
 
     prompts = [
-        PromptRecord(memory_session_id="s1", project="shop", prompt_number=n,
+        PromptRow(memory_session_id="s1", project="shop", prompt_number=n,
                      prompt_text=f"ask {n}", created_at=at(10 * n), event_id=f"p{n}")
         for n in (1, 2)
     ]  # fmt: skip

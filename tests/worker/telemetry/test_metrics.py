@@ -38,7 +38,7 @@ from worker.observe.jobs import build_runtime, close_runtime
 from worker.ops.health import HealthServer
 from worker.ops.silence import silent_sessions
 from worker.settings import Settings, load_settings
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 from worker.telemetry.counters import Counters
 from worker.telemetry.metrics import Metrics
@@ -107,8 +107,8 @@ def _fix_health(tmp_path: Path, redis_url: str) -> HealthFactory:
     return start
 
 
-def _observation(session: str, title: str, at: datetime) -> ObservationRecord:
-    return ObservationRecord(
+def _observation(session: str, title: str, at: datetime) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session, project="demo", type="discovery", title=title,
         subtitle=None, facts=[], narrative=f"{title} happened", concepts=[], files_read=[],
         files_modified=[], prompt_number=None, content_hash=f"hash-{session}-{title}",
