@@ -29,24 +29,26 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True):
     assistant: str
 
 
-RECORDED_ITEMS = 30
-RECORDED_CHARS = 3_000
+DIGEST_ITEMS = 30
+DIGEST_CHARS = 3_000
 # The character cap on raw exchanges re-sent with MEMQ_HISTORY_TURNS (oldest dropped first): a
 # bound on the prompt when someone turns history on, not a figure anyone had reason to tune.
 HISTORY_CHARS = 40_000
-"""What the session has recorded, as sent with every turn: its newest lines within both."""
+"""The digest of what the session stored, as sent with every turn: its newest lines within both."""
 
 
 class ObserverState(msgspec.Struct, kw_only=True):
-    """What the next turn needs: the system prompt, what was recorded, request, history.
+    """What the next turn needs: the system prompt, the digest, request, history.
 
-    `recorded` (one line per stored observation or summary, newest last) stands in for the
+    `digest` (one line per stored observation or summary, newest last) stands in for the
     earlier exchanges: re-sending those cost most of a live session's input. `history`
     (raw exchanges, MEMQ_HISTORY_TURNS) is empty unless configured.
     """
 
     system: str
-    recorded: list[str] = []
+    # Stored in Redis as `recorded` (its name before the digest was called a digest): states
+    # saved by an older memq still load.
+    digest: list[str] = msgspec.field(default_factory=list, name="recorded")
     history: list[Exchange] = []
     project: str = ""
     user_request: str = ""
@@ -55,9 +57,9 @@ class ObserverState(msgspec.Struct, kw_only=True):
     """The highest prompt number the observer has been shown."""
 
 
-def bounded_recorded(lines: list[str]) -> list[str]:
-    """The newest recorded lines within RECORDED_ITEMS and RECORDED_CHARS."""
-    return _newest_within(lines, RECORDED_ITEMS, RECORDED_CHARS, len)
+def bounded_digest(lines: list[str]) -> list[str]:
+    """The newest digest lines within DIGEST_ITEMS and DIGEST_CHARS."""
+    return _newest_within(lines, DIGEST_ITEMS, DIGEST_CHARS, len)
 
 
 def bounded_history(history: list[Exchange], max_turns: int, max_chars: int) -> list[Exchange]:
@@ -147,7 +149,7 @@ def user_message(
             last_assistant_message=summarize.last_assistant_message,
             user_prompt=state.user_request or None,
             prompt_number=state.prompt_number or None,
-            recorded=state.recorded,
+            digest=state.digest,
         )
         return message, new_request
     message = build_observation_prompt(
@@ -155,7 +157,7 @@ def user_message(
         mode=mode,
         field_budget_chars=field_budget_chars,
         new_request=new_request,
-        recorded=state.recorded,
+        digest=state.digest,
     )
     return message, new_request
 

@@ -15,8 +15,8 @@ from pipeline.outcomes import Outcome, TurnResult, dropped_category
 from pipeline.prompting.conversation import (
     Exchange,
     ObserverState,
+    bounded_digest,
     bounded_history,
-    bounded_recorded,
 )
 from pipeline.prompting.truncate import truncate_observation_field
 from pipeline.records import (
@@ -196,7 +196,7 @@ def settle(
             history.chars,
         ),
         told_prompt_number=told_number,
-        recorded=bounded_recorded([*state.recorded, *recorded_lines(observations, summaries)]),
+        digest=bounded_digest([*state.digest, *digest_lines(observations, summaries)]),
     )
     rows = TurnRows(
         prompts=prompt_rows(session, plan),
@@ -208,8 +208,8 @@ def settle(
     return Settled(result=result, rows=rows, state=after)
 
 
-def recorded_lines(observations: list[ObservationRow], summaries: list[SummaryRow]) -> list[str]:
-    """One line per stored row for the observer's list of what is recorded: type and title."""
+def digest_lines(observations: list[ObservationRow], summaries: list[SummaryRow]) -> list[str]:
+    """One line per stored row for the observer's digest: type and title."""
     lines = []
     for o in observations:
         label = o.title or o.subtitle or (o.narrative or "")[:_LINE_CHARS]

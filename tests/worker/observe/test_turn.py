@@ -98,7 +98,7 @@ async def test_a_stored_turn_writes_announces_acks_and_saves_the_conversation(
     assert saved is not None
     assert saved == session.runner.state
     assert (saved.prompt_number, saved.told_prompt_number, saved.history) == (1, 1, [])
-    assert saved.recorded == ["discovery: Ran the build"]  # what the next turn is told
+    assert saved.digest == ["discovery: Ran the build"]  # what the next turn is told
     assert (await rt.counters.outcomes())["stored"] == 1
     tokens = await rt.counters.tokens()
     assert tokens["input"] > 0
@@ -122,7 +122,7 @@ async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_b
     assert second.user == rt.mode.prompts.summary_reminder
     assert session.runner.state is not None
     assert session.runner.state.history == []  # no raw history kept (MEMQ_HISTORY_TURNS=0)
-    assert session.runner.state.recorded == ["summary: fix it"]
+    assert session.runner.state.digest == ["summary: fix it"]
     assert (await rt.gate.budget.state()).used == 330
     # Both calls are the turn's usage, so the cost view counts the reminder too.
     tokens = await rt.counters.tokens()
