@@ -175,7 +175,7 @@ class CheapVectors:
 
 
 async def index_cheaply(store: SqliteStore, index: VectorIndex, cheap: CheapVectors) -> int:
-    """Drain the outbox with stand-in vectors (one title document per observation)."""
+    """Drain the vector queue with stand-in vectors (one title document per observation)."""
     done = 0
     while jobs := await store.claim_vector_jobs(limit=1000, now_ms=0, lease_until_ms=1):
         docs = [d for j in jobs if j.row for d in documents_for(j.row) if d.id.endswith("_title")]

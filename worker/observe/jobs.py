@@ -158,7 +158,7 @@ def build_worker(
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["runtime"] = await build_runtime(settings, redis, metrics)
-        # Feeds Chroma from the storage outbox in the background (None: MEMQ_CHROMA=off).
+        # Feeds Chroma from the vector queue in the background (None: MEMQ_CHROMA=off).
         ctx["vector_sync"] = start_vector_sync(settings, ctx["runtime"].store)
 
     async def shutdown(ctx: dict[str, Any]) -> None:

@@ -96,7 +96,7 @@ class HealthServer:
     async def fleet_figures(self) -> FleetFigures:
         """Read the fleet-wide gauges from Redis and the store."""
         streams = await stream_stats(self.redis, self.keys)
-        # Without a vector index the outbox is never drained: no lag to report.
+        # Without a vector index the vector queue is never drained: no lag to report.
         lag = 0 if self.settings.chroma == "off" else await self.store.vector_lag()
         return FleetFigures(
             stream_pending=streams.pending,

@@ -35,7 +35,7 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: int
     tokens: dict[str, int]
     vector_lag: int | None
-    """Stored rows not yet in the vector index (pending outbox rows): grows while Chroma is
+    """Stored rows not yet in the vector index (pending vector-queue rows): grows while Chroma is
     down, drains to 0 once a worker reaches it (none are queued while MEMQ_CHROMA=off)."""
     store: StoreCounts
     budget: BudgetState | None = None

@@ -129,15 +129,15 @@ class ReadStore(Protocol):
 
 
 class IndexStore(Protocol):
-    """The search side: the vector outbox, reindexing and full-text search."""
+    """The search side: the vector queue, reindexing and full-text search."""
 
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int
     ) -> list[VectorJob]:
-        """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+        """Claim up to `limit` due vector-queue rows until `lease_until_ms`, with their rows."""
 
     async def finish_vector_jobs(self, keys: Sequence[tuple[RowKind, int]]) -> None:
-        """Mark outbox rows indexed."""
+        """Mark vector-queue rows indexed."""
 
     async def retry_vector_jobs(self, retries: Sequence[VectorRetry], error: str) -> None:
         """Count a failed attempt on each row and schedule its next one."""

@@ -14,10 +14,10 @@ from worker.storage.sql_conn import SqlConn, SqlDatabase
 
 
 async def write_batch(
-    db: SqlDatabase, dialect: Dialect, batch: BatchWrite, now: str, *, vector_outbox: bool
+    db: SqlDatabase, dialect: Dialect, batch: BatchWrite, now: str, *, vector_queue: bool
 ) -> BatchResult:
     """Write a checked batch in one transaction, `now` its session's activity time; no
-    outbox rows unless `vector_outbox` (with the index off nothing would drain them)."""
+    vector-queue rows unless `vector_queue` (with the index off nothing would drain them)."""
     stored: list[StoredRow] = []
     duplicates = 0
     async with db.transaction() as conn:
@@ -34,9 +34,9 @@ async def write_batch(
             new = await conn.fetchrow(s.SUMMARY.sql, s.SUMMARY.values(summary))
             assert new is not None  # RETURNING of a plain INSERT
             stored.append(p.stored_record(int(new["id"]), summary))
-        # The vector outbox row commits with its row: Chroma is fed from it, never directly.
-        if stored and vector_outbox:
-            await conn.executemany(s.OUTBOX, [(r.kind, r.id) for r in stored])
+        # The vector queue row commits with its row: Chroma is fed from it, never directly.
+        if stored and vector_queue:
+            await conn.executemany(s.VECTOR_QUEUE_INSERT, [(r.kind, r.id) for r in stored])
         if batch.dropped:
             await conn.executemany(s.DROPPED.sql, map(s.DROPPED.values, batch.dropped))
         if batch.usage:

@@ -86,4 +86,6 @@ ON CONFLICT (memory_session_id) DO UPDATE SET
 WHERE s.fence <= excluded.fence
 """
 # $1 kind, $2 row id: a stored row for the vector index to pick up.
-OUTBOX = "INSERT INTO vector_outbox (kind, row_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+VECTOR_QUEUE_INSERT = (
+    "INSERT INTO vector_outbox (kind, row_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+)

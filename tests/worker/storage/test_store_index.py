@@ -1,4 +1,4 @@
-"""The search side of both Stores: outbox, keyword search, reindex, timeline, lookups by id."""
+"""The search side of both Stores: vector queue, keyword search, reindex, timeline, rows by id."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ async def test_keyword_hits_rank_best_first_with_a_highlighted_snippet(searchabl
     assert "[assertion]" in hit.snippet
 
 
-async def test_the_outbox_is_claimed_finished_and_retried(store: Store) -> None:
+async def test_the_vector_queue_is_claimed_finished_and_retried(store: Store) -> None:
     first = await store.write_batch(batch(obs("A"), obs("B"), summaries=[summary("S")]))
     keys = [(r.kind, r.id) for r in first.stored]
     assert await store.vector_lag() == 3
@@ -162,7 +162,7 @@ async def test_the_outbox_is_claimed_finished_and_retried(store: Store) -> None:
     assert again.row.request == "S"
 
 
-async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
+async def test_a_refused_batch_leaves_no_vector_queue_row(store: Store) -> None:
     await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=5,
                                        event_ids=[], observations=[obs("A")]))  # fmt: skip
     with pytest.raises(LeaseLostError):
@@ -171,10 +171,10 @@ async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
     assert await store.vector_lag() == 1
 
 
-async def test_with_the_vector_index_off_no_outbox_row_is_written_until_a_reindex(
+async def test_with_the_vector_index_off_no_vector_queue_row_is_written_until_a_reindex(
     backend: Backend,
 ) -> None:
-    off = backend.open(vector_outbox=False)
+    off = backend.open(vector_queue=False)
     await off.write_batch(batch(obs("A"), obs("B"), summaries=[summary("S")]))
     assert await backend.query("SELECT COUNT(*) FROM vector_outbox") == [(0,)]
     assert await off.vector_lag() == 0
