@@ -289,5 +289,5 @@ class TurnRunner:
         result = TurnResult(outcome=Outcome.RETRY, reason=reason, defer_s=delay)
         await self.rt.counters.count(result)
         if retry_after:  # the provider wants every caller to wait, not just this session
-            await self.rt.gate.back_off(retry_after, reason)
+            await self.rt.gate.pause_shortly(retry_after, reason)
         return result
