@@ -194,6 +194,7 @@ async def test_metrics_gauges_read_streams_pauses_dead_letters_and_vector_lag(
     settings = _settings(tmp_path, redis_url)
     keys = Keys(settings.prefix)
     await publish(arq_redis, settings, tool_call("s1", 1), tool_call("s1", 2), tool_call("s2", 1))
+    await asyncio.sleep(0.5)  # the oldest entry's age is then at least that: a 0 is wrong
     await arq_redis.xadd(keys.dead, {"reason": "bad entry"})
     await Pauses(arq_redis, keys).pause("openai", 60, "quota")
     store = SqliteStore(settings.data_path / "memq.db")
@@ -209,7 +210,7 @@ async def test_metrics_gauges_read_streams_pauses_dead_letters_and_vector_lag(
     assert status == 200
     samples = _samples(text)
     assert _value(samples, "memq_stream_pending") == 3
-    assert 0 <= _value(samples, "memq_stream_oldest_pending_seconds") < 60
+    assert 0.5 <= _value(samples, "memq_stream_oldest_pending_seconds") < 60
     assert _value(samples, "memq_paused_providers", provider="openai") == 1
     assert _value(samples, "memq_paused_providers", provider="anthropic") == 0
     assert _value(samples, "memq_dead_letters") == 1
