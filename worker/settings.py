@@ -27,11 +27,11 @@ _LAUNCHER_VARIABLES = frozenset(
 # change them. A user's old environment or settings file may still name one; it is skipped with
 # one warning line rather than refused (docs/settings.md, "Settings no longer read").
 _NO_LONGER_READ = {
-    "MEMQ_SPOOL_MAX_BYTES": "the spool's cap is 64 MiB (worker/ingest/spool.py SPOOL_MAX_BYTES)",
-    "MEMQ_HISTORY_CHARS": "re-sent history is capped at 40,000 characters"
-    " (pipeline/prompting/conversation.py HISTORY_CHARS)",
-    "MEMQ_PROCESSED_RETENTION_DAYS": "the replay guard keeps ids 7 days"
-    " (worker/observe/jobs.py PROCESSED_RETENTION)",
+    "MEMQ_SPOOL_MAX_BYTES": "the spool's cap is 64 MiB, SPOOL_MAX_BYTES in worker/ingest/spool.py",
+    "MEMQ_HISTORY_CHARS": "re-sent history is capped at 40,000 characters,"
+    " HISTORY_CHARS in pipeline/prompting/conversation.py",
+    "MEMQ_PROCESSED_RETENTION_DAYS": "the replay guard keeps ids 7 days,"
+    " PROCESSED_RETENTION in worker/observe/jobs.py",
 }
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
@@ -273,7 +273,7 @@ def _warn_no_longer_read(name: str) -> None:
     import logging
 
     logging.getLogger(__name__).warning(
-        "%s is set but no longer read (%s): remove it", name, _NO_LONGER_READ[name]
+        "%s is set but no longer read: %s; remove it", name, _NO_LONGER_READ[name]
     )
 
 

@@ -119,7 +119,7 @@ def test_a_setting_no_longer_read_is_skipped_with_one_warning_naming_it(
     assert s.prefix == "t"
     lines = [r.getMessage() for r in caplog.records if r.name == "worker.settings"]
     assert len(lines) == 2
-    assert lines[0].startswith("MEMQ_HISTORY_CHARS is set but no longer read (")
-    assert lines[1].startswith("MEMQ_SPOOL_MAX_BYTES is set but no longer read (")
+    assert lines[0].startswith("MEMQ_HISTORY_CHARS is set but no longer read: ")
+    assert lines[1].startswith("MEMQ_SPOOL_MAX_BYTES is set but no longer read: ")
     with pytest.raises(ConfigError, match="unknown setting MEMQ_SPOOL_MAX_BYTE"):
         load_settings({"MEMQ_SPOOL_MAX_BYTE": "1"})  # a typo is still refused
