@@ -31,7 +31,7 @@ _NO_LONGER_READ = {
     "MEMQ_HISTORY_CHARS": "re-sent history is capped at 40,000 characters,"
     " HISTORY_CHARS in pipeline/prompting/conversation.py",
     "MEMQ_PROCESSED_RETENTION_DAYS": "the replay guard keeps ids 7 days,"
-    " PROCESSED_RETENTION in worker/observe/jobs.py",
+    " PROCESSED_RETENTION in worker/sessions/jobs.py",
 }
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {

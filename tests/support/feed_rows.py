@@ -10,7 +10,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
+from worker.sessions.outbox import Outbox
 from worker.storage.protocol import Store
 from worker.storage.records import (
     BatchWrite,

@@ -17,10 +17,10 @@ from pipeline.turns.settle import TOO_LARGE_CATEGORY
 from pipeline.turns.turn_records import observation_rows, summary_row
 from worker.ingest.producer import event_publish_args
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
 from worker.queue.leases import Lease
 from worker.queue.scheduling import Scheduler
-from worker.replies import as_text
+from worker.redis_text import as_text
+from worker.sessions.outbox import Outbox
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, DroppedRow

@@ -11,7 +11,7 @@ from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
 from worker.ops.cost import Cost, CostReader, prices_from
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import StoreCounts

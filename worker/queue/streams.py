@@ -14,7 +14,7 @@ from redis.exceptions import ResponseError
 from worker.connect.lua import LuaScript
 from worker.errors import LeaseLostError
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.replies import as_text
+from worker.redis_text import as_text
 
 # Acks are fenced: only the current lease holder may ack (and delete) entries.
 # KEYS: lease, stream   ARGV: token, group, id...

@@ -13,7 +13,7 @@ from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_harness import make_settings, running_runtime
-from worker.observe.jobs import (
+from worker.sessions.jobs import (
     PROCESSED_RETENTION,
     PRUNE_EVERY_S,
     PRUNED_AT,
@@ -75,9 +75,9 @@ async def test_a_failed_pruning_is_logged_and_the_sweep_still_completes(
             await conn.execute("ALTER TABLE processed_events RENAME TO gone")
             await conn.commit()
         ctx: dict[str, Any] = {"runtime": rt}
-        with caplog.at_level(logging.WARNING, logger="worker.observe.jobs"):
+        with caplog.at_level(logging.WARNING, logger="worker.sessions.jobs"):
             assert await sweep_sessions(ctx) == 0
-    (record,) = [r for r in caplog.records if r.name == "worker.observe.jobs"]
+    (record,) = [r for r in caplog.records if r.name == "worker.sessions.jobs"]
     assert "pruning processed_events failed" in record.getMessage()
     assert "no such table: processed_events" in record.getMessage()
     assert PRUNED_AT in ctx

@@ -34,9 +34,9 @@ from tests.support.worker_process import WorkerProcess
 from worker.http_serving import ListenError
 from worker.keys import Keys
 from worker.limits.pauses import Pauses
-from worker.observe.jobs import build_runtime, close_runtime
 from worker.ops.health import HealthServer
 from worker.ops.silence import silent_sessions
+from worker.sessions.jobs import build_runtime, close_runtime
 from worker.settings import Settings, load_settings
 from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore

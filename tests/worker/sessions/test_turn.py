@@ -18,11 +18,11 @@ from pipeline.turns.batching import TurnPlan, plan_turns
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_harness import make_settings, prompt, summarize, tool_call
 from worker.keys import CONSUMER_GROUP
-from worker.observe.runtime import Runtime
-from worker.observe.turn import TurnRunner
 from worker.observers.factory import build_observer
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
+from worker.sessions.runtime import Runtime
+from worker.sessions.turn import TurnRunner
 from worker.storage.sqlite.store import SqliteStore
 
 SESSION = "t1"

@@ -10,8 +10,8 @@ import redis.asyncio as aioredis
 from pipeline.events import End, Event, encode_event
 from tests.support.worker_harness import summarize, tool_call
 from worker.keys import Keys
-from worker.observe.session_run import _read_batch
 from worker.queue.streams import SessionStream
+from worker.sessions.session_run import _read_batch
 
 KEYS = Keys("t")
 SESSION = "s1"

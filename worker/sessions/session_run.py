@@ -18,12 +18,12 @@ from pipeline.prompting.conversation import ObserverState
 from pipeline.turns.batching import TurnPlan, plan_turns
 from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
 from worker.errors import LeaseLostError
-from worker.observe.delivered import Delivered, decode_entries
-from worker.observe.kept_replies import kept_prefix
-from worker.observe.runtime import Runtime
-from worker.observe.turn import TurnRunner
 from worker.queue.leases import Lease, raise_fence_floor
 from worker.queue.streams import Entry, SessionStream
+from worker.sessions.delivered import Delivered, decode_entries
+from worker.sessions.kept_replies import kept_prefix
+from worker.sessions.runtime import Runtime
+from worker.sessions.turn import TurnRunner
 from worker.settings import Settings
 from worker.storage.protocol import StoreError
 

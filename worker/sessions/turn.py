@@ -26,8 +26,6 @@ from pipeline.turns.caps import CAPPED_CATEGORY, TurnCaps
 from pipeline.turns.own_tools import OWN_TOOL_REASON
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
-from worker.observe.kept_replies import Kept, KeptReplies
-from worker.observe.runtime import Runtime
 from worker.observers.errors import (
     ObserverAuthError,
     ObserverError,
@@ -38,6 +36,8 @@ from worker.observers.errors import (
 from worker.observers.protocol import ObserverRequest, Usage
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
+from worker.sessions.kept_replies import Kept, KeptReplies
+from worker.sessions.runtime import Runtime
 from worker.storage.protocol import StoreError
 from worker.storage.records import BatchWrite
 

@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 from pipeline.prompting.conversation import ObserverState
 from worker.errors import LeaseLostError
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.observe.observer_state import StateStore
 from worker.queue.leases import Lease, raise_fence_floor
 from worker.queue.streams import SessionStream
+from worker.sessions.observer_state import StateStore
 from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 

@@ -19,13 +19,13 @@ from arq.worker import Function, func
 from pipeline.prompting.mode_files import load_mode
 from worker.keys import Keys
 from worker.logs import bind_session, session_context
-from worker.observe.runtime import Runtime, runtime_from
-from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
 from worker.queue.arq_worker import SHUT_DOWN, MemqWorker
 from worker.queue.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.search.vector_sync import BackgroundSync, start_vector_sync
+from worker.sessions.runtime import Runtime, runtime_from
+from worker.sessions.session_run import observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.protocol import StoreError
