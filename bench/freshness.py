@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CpuMeter, machine, markdown_table, percentile
 from worker.search.freshness import Freshness
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 FILES = 200
@@ -57,7 +57,7 @@ async def make_store(path: Path, root: Path, hashes: dict[str, str], *, hashed: 
     for i in range(OBSERVATIONS):
         mine = rels[2 * i : 2 * i + 2]
         records.append(
-            ObservationRecord(
+            ObservationRow(
                 memory_session_id="s1",
                 project="proj",
                 type="discovery",

@@ -3,7 +3,7 @@
 Run from the repository root: `.venv/bin/python bench/make_corpus.py [--out PATH]` (about a
 minute: it runs pytest and ruff several times; the default output is the committed corpus).
 Every tool call's output is produced now, on this checkout, with the paths of today's layout
-(pipeline/prompting/truncate.py, worker/observe/turn.py, ...): Read returns the file's text with
+(pipeline/prompting/truncate.py, worker/sessions/turn.py, ...): Read returns the file's text with
 line numbers as Claude Code shows it, Grep runs grep, Glob globs, Bash runs the command (pytest
 and ruff from the running interpreter's venv, git log, ls, wc). Edit calls replace real snippets
 but are never applied: the output is the patch Claude Code would report. A path that does not
@@ -352,18 +352,18 @@ def first_request(r: Recorder) -> None:
 
 # The modules a field budget passes through on its way from Settings to the observer.
 WORKER_MODULES = (
-    "worker/settings.py", src("conversation"), "worker/observe/turn.py",
-    "worker/observe/session_run.py", "worker/observe/observer_state.py",
+    "worker/settings.py", src("conversation"), "worker/sessions/turn.py",
+    "worker/sessions/session_run.py", "worker/sessions/observer_state.py",
     "worker/observers/anthropic.py", "worker/observers/openai.py",
     "worker/observers/protocol.py", "worker/observers/errors.py",
     "pipeline/turns/turn_records.py", "worker/storage/records.py", "pipeline/outcomes.py",
-    "worker/observe/runtime.py", "worker/observe/jobs.py", "worker/queue/streams.py",
-    "worker/observe/outbox.py", "worker/queue/leases.py", "worker/queue/scheduling.py",
+    "worker/sessions/runtime.py", "worker/sessions/jobs.py", "worker/queue/streams.py",
+    "worker/sessions/outbox.py", "worker/queue/leases.py", "worker/queue/scheduling.py",
 )  # fmt: skip
 WORKER_TESTS = (
-    "tests/worker/test_settings.py", "tests/worker/observe/test_turn.py",
-    "tests/worker/observe/test_session_run.py", "tests/worker/observe/test_session_parts.py",
-    "tests/worker/observe/test_outbox.py", "tests/worker/observers/test_observers.py",
+    "tests/worker/test_settings.py", "tests/worker/sessions/test_turn.py",
+    "tests/worker/sessions/test_session_run.py", "tests/worker/sessions/test_session_parts.py",
+    "tests/worker/sessions/test_outbox.py", "tests/worker/observers/test_observers.py",
     "tests/worker/test_fake_observer.py", "tests/worker/cli/test_cli_prompt.py",
     "tests/worker/ingest/test_producer.py", "tests/worker/limits/test_budget.py",
 )  # fmt: skip
@@ -373,14 +373,14 @@ def second_request(r: Recorder) -> None:
     r.prompt(PROMPTS[1], 2)
     r.grep("field_budget_chars")
     r.grep("field_budget_chars", content=True)
-    r.bash("ls worker worker/observe worker/observers worker/storage", "Worker layout")
+    r.bash("ls worker worker/sessions worker/observers worker/storage", "Worker layout")
     r.glob("worker/**/*.py")
     for path in WORKER_MODULES:
         explore(r, path)
     r.read("worker/storage/sqlite/store.py", 0, 120)
     r.read("worker/storage/sqlite/store.py", 120, 120)
     r.read("worker/storage/sqlite/schema.py", 0, 120)
-    for path in ("worker/observe/turn.py", src("conversation"), src("prompts")):
+    for path in ("worker/sessions/turn.py", src("conversation"), src("prompts")):
         r.read(path, 40, 80)
     r.grep("truncate_observation_field", content=True)
     r.grep("DROPPED_RAW_CHARS", content=True)
@@ -391,7 +391,7 @@ def second_request(r: Recorder) -> None:
         r.grep(setting, content=True)
     for test_file in WORKER_TESTS:
         r.read(test_file, 0, 80)
-    for path in (src("conversation"), "worker/observe/turn.py", src("prompts"),
+    for path in (src("conversation"), "worker/sessions/turn.py", src("prompts"),
                  "worker/observers/anthropic.py", "worker/observers/openai.py"):  # fmt: skip
         for old, new in docstring_edits(path, 3):
             r.edit(path, old, new)

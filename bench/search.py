@@ -28,7 +28,7 @@ from worker.search.embeddings import MiniLmEmbeddingFunction
 from worker.search.hybrid import SearchMode, SearchResult, index_search, search
 from worker.search.vector_index import ChromaTarget, VectorIndex, documents_for
 from worker.search.vector_sync import SyncPolicy, VectorSync
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 COMPONENTS = [
@@ -104,7 +104,7 @@ FIXES = [
 ]
 
 
-def synthetic(n: int, seed: int) -> list[ObservationRecord]:
+def synthetic(n: int, seed: int) -> list[ObservationRow]:
     """n plausible observations over 50-observation sessions, in time order."""
     rng = random.Random(seed)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -118,7 +118,7 @@ def synthetic(n: int, seed: int) -> list[ObservationRecord]:
         )
         session = f"bench-{i // 50:05d}"
         out.append(
-            ObservationRecord(
+            ObservationRow(
                 memory_session_id=session,
                 project=f"project-{i % 7}",
                 type=rng.choice(["bugfix", "change", "discovery", "feature", "refactor"]),
@@ -143,7 +143,7 @@ def questions(n: int, seed: int) -> list[str]:
     return [f"why the {rng.choice(COMPONENTS)} {rng.choice(ISSUES)}" for _ in range(n)]
 
 
-async def write(store: SqliteStore, records: list[ObservationRecord]) -> float:
+async def write(store: SqliteStore, records: list[ObservationRow]) -> float:
     """Store records one session per batch; seconds taken."""
     started = time.perf_counter()
     for start in range(0, len(records), 50):
@@ -175,7 +175,7 @@ class CheapVectors:
 
 
 async def index_cheaply(store: SqliteStore, index: VectorIndex, cheap: CheapVectors) -> int:
-    """Drain the outbox with stand-in vectors (one title document per observation)."""
+    """Drain the vector queue with stand-in vectors (one title document per observation)."""
     done = 0
     while jobs := await store.claim_vector_jobs(limit=1000, now_ms=0, lease_until_ms=1):
         docs = [d for j in jobs if j.row for d in documents_for(j.row) if d.id.endswith("_title")]

@@ -13,7 +13,7 @@ bound), tool fields double-encoded (JSON.stringify of the stored JSON text, refe
 caching counted. Its OpenAI-compatible path appends each reply twice (§9.3, §13.5).
 (b) memq: the worker's own turn planning (stream reads of MEMQ_BATCH_MAX_EVENTS entries,
 `plan_turns`), `conversation_state`/`user_message`, `bounded_history` (MEMQ_HISTORY_TURNS,
-MEMQ_HISTORY_CHARS), tool fields rendered once (pretty JSON); the system prompt is the cached
+HISTORY_CHARS), tool fields rendered once (pretty JSON); the system prompt is the cached
 prefix (Anthropic prompt caching) on every call after the first.
 Both use memq's prompt texts (mode `code`), so only the schemes differ.
 """
@@ -42,7 +42,12 @@ from pipeline.events import (
     encode_event,
     kind_of,
 )
-from pipeline.prompting.conversation import ObserverState, conversation_state, user_message
+from pipeline.prompting.conversation import (
+    HISTORY_CHARS,
+    ObserverState,
+    conversation_state,
+    user_message,
+)
 from pipeline.prompting.mode_files import load_mode
 from pipeline.prompting.modes import Mode
 from pipeline.prompting.prompts import (
@@ -201,7 +206,7 @@ def memq(events: Sequence[Event], mode: Mode, settings: Settings, *, live: bool,
     prepared = [prepare_event(e, s).event for e in events]
     reads = live_reads(prepared, s) if live else backlog_reads(prepared, s)
     state: ObserverState | None = None
-    limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+    limits = HistoryLimits(turns=s.history_turns, chars=HISTORY_CHARS)
     cached_prefix = ""  # what the provider's cache holds (the last call's cacheable prefix)
     for read in reads:
         sizes = [len(encode_event(e)) for e in read]
@@ -352,7 +357,7 @@ def main() -> None:
         schemes.append(memq(events, mode, base, live=True, min_cache_chars=min_cache_chars))
         each = msgspec.structs.replace(base, batch_max_wait_s=0.0)  # a turn per call, as before
         schemes.append(memq(events, mode, each, live=True, min_cache_chars=min_cache_chars))
-        history = msgspec.structs.replace(base, history_turns=4, history_chars=40_000)
+        history = msgspec.structs.replace(base, history_turns=4)
         schemes.append(memq(events, mode, history, live=True, min_cache_chars=min_cache_chars))
         groups.append(report(corpus, schemes, events, mode, framed))
     if a.chart:

@@ -1,4 +1,4 @@
-"""The records one observer turn writes, and the stored request a new conversation starts from."""
+"""The rows one observer turn writes, and the stored request a new conversation starts from."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Literal
 import msgspec
 
 
-class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
+class ObservationRow(msgspec.Struct, frozen=True, kw_only=True):
     """One parsed observation, ready to insert (deduplicated on its content hash)."""
 
     memory_session_id: str
@@ -32,7 +32,7 @@ class ObservationRecord(msgspec.Struct, frozen=True, kw_only=True):
     batch's last call touching it; None when unknown."""
 
 
-class SummaryRecord(msgspec.Struct, frozen=True, kw_only=True):
+class SummaryRow(msgspec.Struct, frozen=True, kw_only=True):
     """One progress summary (many per session; not deduplicated)."""
 
     memory_session_id: str
@@ -48,7 +48,7 @@ class SummaryRecord(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
 
 
-class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
+class PromptRow(msgspec.Struct, frozen=True, kw_only=True):
     """A user request seen in the session (from a `prompt` event)."""
 
     memory_session_id: str
@@ -59,7 +59,7 @@ class PromptRecord(msgspec.Struct, frozen=True, kw_only=True):
     event_id: str
 
 
-class PromptRow(msgspec.Struct, frozen=True, kw_only=True):
+class StoredPrompt(msgspec.Struct, frozen=True, kw_only=True):
     """A stored user request, as a restarted observer conversation needs it."""
 
     prompt_number: int
@@ -98,8 +98,8 @@ class TokenUsage(msgspec.Struct, frozen=True, kw_only=True):
 class TurnRows(msgspec.Struct, frozen=True, kw_only=True):
     """What a settled turn writes, in one transaction."""
 
-    prompts: list[PromptRecord] = []
-    observations: list[ObservationRecord] = []
-    summaries: list[SummaryRecord] = []
+    prompts: list[PromptRow] = []
+    observations: list[ObservationRow] = []
+    summaries: list[SummaryRow] = []
     dropped: list[DroppedOutput] = []
     usage: list[TokenUsage] = []

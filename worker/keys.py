@@ -64,8 +64,12 @@ class Keys:
         """Fleet-wide quota pause of a provider (`anthropic` or `openai`), with a TTL."""
         return f"{self.prefix}:pause:{provider}"
 
-    def backoff(self, provider: str) -> str:
-        """Fleet-wide short backoff of a provider after a reply with retry-after, with a TTL."""
+    def short_pause(self, provider: str) -> str:
+        """Fleet-wide short pause of a provider after a reply with retry-after, with a TTL.
+
+        The key keeps its old name, `backoff:<provider>` (running workers of another version
+        read it); the idea is a pause, like `pause:<provider>`, only short.
+        """
         return f"{self.prefix}:backoff:{provider}"
 
     def rate_limit(self, provider: str, model: str) -> str:

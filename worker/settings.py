@@ -24,6 +24,16 @@ NonNegativeInt = Annotated[int, msgspec.Meta(ge=0)]
 _LAUNCHER_VARIABLES = frozenset(
     {"MEMQ_PYTHON", "MEMQ_EXTRAS", "MEMQ_NEED_CHROMIUM", "MEMQ_AGENT_URL"}
 )
+# Settings memq once read and now holds as constants where they are used: nobody had a reason to
+# change them. A user's old environment or settings file may still name one; it is skipped with
+# one warning line rather than refused (docs/settings.md, "Settings no longer read").
+_NO_LONGER_READ = {
+    "MEMQ_SPOOL_MAX_BYTES": "the spool's cap is 64 MiB, SPOOL_MAX_BYTES in worker/ingest/spool.py",
+    "MEMQ_HISTORY_CHARS": "re-sent history is capped at 40,000 characters,"
+    " HISTORY_CHARS in pipeline/prompting/conversation.py",
+    "MEMQ_PROCESSED_RETENTION_DAYS": "the replay guard keeps ids 7 days,"
+    " PROCESSED_RETENTION in worker/sessions/jobs.py",
+}
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
     "ANTHROPIC_API_KEY": "anthropic_api_key",
@@ -73,7 +83,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_pending_per_session: PositiveInt = 10_000
     field_budget_chars: Annotated[int, msgspec.Meta(ge=1000)] = 16_000
     dedupe_window_s: PositiveInt = 7 * 24 * 3600
-    spool_max_bytes: PositiveInt = 64 * 1024 * 1024
     hook_redis_timeout_ms: PositiveInt = 300
     # replicas that must hold a publish before it counts as published (Redis WAIT; 0: none)
     publish_wait_replicas: NonNegativeInt = 0
@@ -91,7 +100,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     retry_base_s: PositiveFloat = 2.0
     retry_max_s: PositiveFloat = 120.0
     history_turns: NonNegativeInt = 0  # raw exchanges re-sent (0: none)
-    history_chars: NonNegativeInt = 40_000
     max_tokens: PositiveInt = 4096
     temperature: NonNegativeFloat = 0.2
     observer_timeout_s: PositiveFloat = 60.0  # the whole call: connect, wait and read
@@ -106,9 +114,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     feed_maxlen: PositiveInt = 10_000
     # memq_silent_sessions counts sessions whose tool calls went this long without an observation
     silent_alert_s: PositiveFloat = 3600.0
-    # days a processed event id is kept (the replay guard, pruned by the sweep): it only matters
-    # for entries a crash left pending, retried within minutes; 7 matches dedupe_window_s
-    processed_retention_days: PositiveInt = 7
     # fleet-wide limits and fairness (rate limits and budgets: 0 = off)
     rate_limit_rpm: NonNegativeInt = 0  # observer calls per minute per provider and model
     rate_limit_tpm: NonNegativeInt = 0  # observer tokens (input + output) per minute, likewise
@@ -229,10 +234,16 @@ def load_settings(
     env: dict[str, Any] = {}
     unknown: list[str] = []
     known = set(Settings.__struct_fields__)
+    file_values = dict(file_values or {})
+    for field in [f for f in file_values if f"MEMQ_{f.upper()}" in _NO_LONGER_READ]:
+        del file_values[field]
+        _warn_no_longer_read(f"MEMQ_{field.upper()}")
     for name, value in environ.items():
         if name in _SDK_VARIABLES:
             if value:
                 env[_SDK_VARIABLES[name]] = value
+        elif name in _NO_LONGER_READ:
+            _warn_no_longer_read(name)
         elif name.startswith("MEMQ_") and name not in _LAUNCHER_VARIABLES:
             field = name.removeprefix("MEMQ_").lower()
             if field in known:
@@ -243,7 +254,7 @@ def load_settings(
         env["mode"] = environ["CLAUDE_MEM_MODE"]  # the original's variable, honoured
     if unknown:
         raise ConfigError(f"unknown setting {', '.join(sorted(unknown))}: see docs/settings.md")
-    merged = {**(file_values or {}), **env}
+    merged = {**file_values, **env}
     try:
         return msgspec.convert(merged, Settings, strict=False, dec_hook=_decode_secret)
     except msgspec.ValidationError as e:
@@ -268,6 +279,17 @@ def read_settings_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"settings file {path} does not exist") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"settings file {path} is not valid TOML: {e}") from e
+
+
+def _warn_no_longer_read(name: str) -> None:
+    # stdlib logging, not structlog: settings are read before logging is configured (the hook
+    # never configures it), and stdlib's last-resort handler then writes the line to stderr,
+    # never to stdout, which the SessionStart hook answers on.
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "%s is set but no longer read: %s; remove it", name, _NO_LONGER_READ[name]
+    )
 
 
 def _decode_secret(kind: type, value: Any) -> Any:

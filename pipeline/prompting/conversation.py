@@ -16,7 +16,7 @@ from pipeline.prompting.prompts import (
     build_observation_prompt,
     build_summary_prompt,
 )
-from pipeline.records import PromptRow
+from pipeline.records import StoredPrompt
 from pipeline.turns.batching import TurnPlan
 
 T = TypeVar("T")
@@ -29,21 +29,26 @@ class Exchange(msgspec.Struct, frozen=True, kw_only=True):
     assistant: str
 
 
-RECORDED_ITEMS = 30
-RECORDED_CHARS = 3_000
-"""What the session has recorded, as sent with every turn: its newest lines within both."""
+DIGEST_ITEMS = 30
+DIGEST_CHARS = 3_000
+# The character cap on raw exchanges re-sent with MEMQ_HISTORY_TURNS (oldest dropped first): a
+# bound on the prompt when someone turns history on, not a figure anyone had reason to tune.
+HISTORY_CHARS = 40_000
+"""The digest of what the session stored, as sent with every turn: its newest lines within both."""
 
 
 class ObserverState(msgspec.Struct, kw_only=True):
-    """What the next turn needs: the system prompt, what was recorded, request, history.
+    """What the next turn needs: the system prompt, the digest, request, history.
 
-    `recorded` (one line per stored observation or summary, newest last) stands in for the
+    `digest` (one line per stored observation or summary, newest last) stands in for the
     earlier exchanges: re-sending those cost most of a live session's input. `history`
     (raw exchanges, MEMQ_HISTORY_TURNS) is empty unless configured.
     """
 
     system: str
-    recorded: list[str] = []
+    # Stored in Redis as `recorded` (its name before the digest was called a digest): states
+    # saved by an older memq still load.
+    digest: list[str] = msgspec.field(default_factory=list, name="recorded")
     history: list[Exchange] = []
     project: str = ""
     user_request: str = ""
@@ -52,9 +57,9 @@ class ObserverState(msgspec.Struct, kw_only=True):
     """The highest prompt number the observer has been shown."""
 
 
-def bounded_recorded(lines: list[str]) -> list[str]:
-    """The newest recorded lines within RECORDED_ITEMS and RECORDED_CHARS."""
-    return _newest_within(lines, RECORDED_ITEMS, RECORDED_CHARS, len)
+def bounded_digest(lines: list[str]) -> list[str]:
+    """The newest digest lines within DIGEST_ITEMS and DIGEST_CHARS."""
+    return _newest_within(lines, DIGEST_ITEMS, DIGEST_CHARS, len)
 
 
 def bounded_history(history: list[Exchange], max_turns: int, max_chars: int) -> list[Exchange]:
@@ -84,7 +89,7 @@ def conversation_state(
     session: str,
     state: ObserverState | None,
     plan: TurnPlan,
-    stored: PromptRow | None = None,
+    stored: StoredPrompt | None = None,
 ) -> ObserverState:
     """The conversation to continue, or a new one: the init prompt when the turn opens the
     session with its first request, else the continuation prompt (the state was lost).
@@ -144,7 +149,7 @@ def user_message(
             last_assistant_message=summarize.last_assistant_message,
             user_prompt=state.user_request or None,
             prompt_number=state.prompt_number or None,
-            recorded=state.recorded,
+            digest=state.digest,
         )
         return message, new_request
     message = build_observation_prompt(
@@ -152,7 +157,7 @@ def user_message(
         mode=mode,
         field_budget_chars=field_budget_chars,
         new_request=new_request,
-        recorded=state.recorded,
+        digest=state.digest,
     )
     return message, new_request
 

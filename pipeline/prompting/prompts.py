@@ -115,11 +115,11 @@ def build_observation_prompt(
     mode: Mode,
     field_budget_chars: int = OBSERVATION_FIELD_MAX_CHARS,
     new_request: Prompt | None = None,
-    recorded: Sequence[str] = (),
+    digest: Sequence[str] = (),
 ) -> str:
     """One user message framing a batch of tool calls, in order, for the observer.
 
-    `recorded` lists what the session has recorded so far (one line each), so the observer
+    `digest` lists what the session has stored so far (one line each), so the observer
     can skip what it already wrote down without being sent the earlier exchanges again.
     """
     batch = (calls,) if isinstance(calls, ToolCall) else tuple(calls)
@@ -130,9 +130,7 @@ def build_observation_prompt(
     if new_request is not None:
         request = _user_request(new_request.prompt_text, new_request.prompt_number)
         notice = f"{mode.prompts.new_request_notice}\n{request}"
-    return _sections(
-        _recorded(mode, recorded), notice, framed, mode.prompts.observation_instruction
-    )
+    return _sections(_digest(mode, digest), notice, framed, mode.prompts.observation_instruction)
 
 
 def build_summary_prompt(
@@ -141,7 +139,7 @@ def build_summary_prompt(
     last_assistant_message: str | None,
     user_prompt: str | None = None,
     prompt_number: int | None = None,
-    recorded: Sequence[str] = (),
+    digest: Sequence[str] = (),
 ) -> str:
     """The user message that asks for a `<summary>` of the session so far."""
     p = mode.prompts
@@ -164,7 +162,7 @@ def build_summary_prompt(
         p.summary_mode_switch,
         _lines(p.header_summary_checkpoint, p.summary_instruction),
         request,
-        _recorded(mode, recorded),
+        _digest(mode, digest),
         _lines(p.summary_context_label, f"<{_MESSAGE}>{message}</{_MESSAGE}>"),
         skeleton,
         p.summary_skip_guidance,
@@ -196,10 +194,10 @@ def _frame_call(call: ToolCall, budget: int) -> str:
     return "\n".join(lines)
 
 
-def _recorded(mode: Mode, recorded: Sequence[str]) -> str:
-    if not recorded:
+def _digest(mode: Mode, digest: Sequence[str]) -> str:
+    if not digest:
         return ""
-    lines = "\n".join(f"- {escape_xml_text(line)}" for line in recorded)
+    lines = "\n".join(f"- {escape_xml_text(line)}" for line in digest)
     return f"{mode.prompts.recorded_notice}\n<{RECORDED_ELEMENT}>\n{lines}\n</{RECORDED_ELEMENT}>"
 
 

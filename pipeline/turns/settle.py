@@ -15,15 +15,15 @@ from pipeline.outcomes import TurnResult
 from pipeline.prompting.conversation import (
     Exchange,
     ObserverState,
+    bounded_digest,
     bounded_history,
-    bounded_recorded,
 )
 from pipeline.prompting.truncate import truncate_observation_field
 from pipeline.records import (
     DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
-    SummaryRecord,
+    ObservationRow,
+    PromptRow,
+    SummaryRow,
     TokenUsage,
     TurnRows,
 )
@@ -42,7 +42,7 @@ from pipeline.turns.decide import (
     ReplyTooLarge,
     decide,
 )
-from pipeline.turns.turn_records import observation_records, summary_record
+from pipeline.turns.turn_records import observation_rows, summary_row
 
 __all__ = ["TOO_LARGE_CATEGORY"]  # dead letters name a too-large reply by it
 
@@ -89,10 +89,10 @@ class Settled(msgspec.Struct, frozen=True, kw_only=True):
         return self.decision.result
 
 
-def prompt_records(session: str, plan: TurnPlan) -> list[PromptRecord]:
+def prompt_rows(session: str, plan: TurnPlan) -> list[PromptRow]:
     """The user requests a turn carries, as rows."""
     return [
-        PromptRecord(
+        PromptRow(
             memory_session_id=session,
             project=p.project,
             prompt_number=p.prompt_number or 0,
@@ -108,7 +108,7 @@ def record(
     session: str, plan: TurnPlan, state: ObserverState, *, policy: Policy, now: datetime
 ) -> Settled:
     """A bookkeeping turn (prompts, an end): no observer call, its requests stored."""
-    rows = TurnRows(prompts=prompt_records(session, plan))
+    rows = TurnRows(prompts=prompt_rows(session, plan))
     decision = decide(Bookkeeping(), policy, now=now, jitter=_NO_JITTER)
     return Settled(decision=decision, rows=rows, state=state)
 
@@ -153,11 +153,11 @@ def settle(
     created_at = plan.events[0].occurred_at
     event_ids = [e.event_id for e in plan.events]
     prompt_number = state.prompt_number or None
-    observations: list[ObservationRecord] = []
-    summaries: list[SummaryRecord] = []
+    observations: list[ObservationRow] = []
+    summaries: list[SummaryRow] = []
     dropped: list[DroppedOutput] = []
     if stores_observations:
-        observations = observation_records(
+        observations = observation_rows(
             kept,
             plan.tool_calls,
             session=session,
@@ -168,7 +168,7 @@ def settle(
             event_ids=event_ids,
         )
     elif parsed.kind == "summary" and parsed.summary is not None:
-        summary = summary_record(
+        summary = summary_row(
             parsed.summary,
             session=session,
             project=state.project,
@@ -206,10 +206,10 @@ def settle(
             history.chars,
         ),
         told_prompt_number=told_number,
-        recorded=bounded_recorded([*state.recorded, *recorded_lines(observations, summaries)]),
+        digest=bounded_digest([*state.digest, *digest_lines(observations, summaries)]),
     )
     rows = TurnRows(
-        prompts=prompt_records(session, plan),
+        prompts=prompt_rows(session, plan),
         observations=observations,
         summaries=summaries,
         dropped=dropped,
@@ -218,10 +218,8 @@ def settle(
     return Settled(decision=decision, rows=rows, state=after)
 
 
-def recorded_lines(
-    observations: list[ObservationRecord], summaries: list[SummaryRecord]
-) -> list[str]:
-    """One line per stored row for the observer's list of what is recorded: type and title."""
+def digest_lines(observations: list[ObservationRow], summaries: list[SummaryRow]) -> list[str]:
+    """One line per stored row for the observer's digest: type and title."""
     lines = []
     for o in observations:
         label = o.title or o.subtitle or (o.narrative or "")[:_LINE_CHARS]
@@ -256,7 +254,7 @@ def oversized(
     event_ids = [e.event_id for e in plan.events]
     category = decision.category or TOO_LARGE_CATEGORY
     row = _dropped(session, state.project, category, head, event_ids, now, reason, plan)
-    rows = TurnRows(prompts=prompt_records(session, plan), dropped=[row])
+    rows = TurnRows(prompts=prompt_rows(session, plan), dropped=[row])
     return Settled(decision=decision, rows=rows, state=state)
 
 

@@ -1,4 +1,4 @@
-"""Turn a parsed reply into storage records: content hashes, file provenance, summaries."""
+"""Turn a parsed reply into storage rows: content hashes, file provenance, summaries."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from pipeline.events import ToolCall
-from pipeline.records import ObservationRecord, SummaryRecord
+from pipeline.records import ObservationRow, SummaryRow
 from pipeline.replies.parser import ParsedObservation, ParsedSummary
 from pipeline.turns.content_hash import compute_observation_content_hash
 from pipeline.turns.evidence import (
@@ -17,7 +17,7 @@ from pipeline.turns.evidence import (
 )
 
 
-def observation_records(
+def observation_rows(
     observations: Sequence[ParsedObservation],
     calls: Sequence[ToolCall],
     *,
@@ -27,8 +27,8 @@ def observation_records(
     created_at: datetime,
     model: str,
     event_ids: list[str],
-) -> list[ObservationRecord]:
-    """One record per parsed observation; files come from the batch's tool-call evidence.
+) -> list[ObservationRow]:
+    """One row per parsed observation; files come from the batch's tool-call evidence.
 
     Each observation gets the evidence files it names (all of them when it names none), and
     a path the model lists is kept only when the batch's tool calls mention it too
@@ -42,7 +42,7 @@ def observation_records(
         for o in observations
     ]
     return [
-        ObservationRecord(
+        ObservationRow(
             memory_session_id=session,
             project=project,
             type=o.type,
@@ -65,7 +65,7 @@ def observation_records(
     ]
 
 
-def summary_record(
+def summary_row(
     summary: ParsedSummary,
     *,
     session: str,
@@ -73,9 +73,9 @@ def summary_record(
     prompt_number: int | None,
     created_at: datetime,
     model: str,
-) -> SummaryRecord:
-    """The storage record of a (non-skipped) summary."""
-    return SummaryRecord(
+) -> SummaryRow:
+    """The storage row of a (non-skipped) summary."""
+    return SummaryRow(
         memory_session_id=session,
         project=project,
         request=summary.request,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
 import redis.asyncio as aioredis
 
 from bench.latency import keyed_observer, token_delay_s
@@ -46,7 +47,10 @@ def test_keyed_observer_waits_the_delay_of_the_turns_last_call() -> None:
         provider="anthropic", path="/v1/messages", headers={}, body={}, system="", user=user,
         messages=[], received_at=time.time(),
     )  # fmt: skip
-    assert answer(request).delay_s == token_delay_s(11, 1.0, 2.0)
+    # 11 is the turn's last call (3 is only in its digest): 1 s + the golden-ratio step of 11,
+    # worked out here rather than by the function under test.
+    assert answer(request).delay_s == pytest.approx(1.0 + (11 * 0.6180339887498949) % 1.0)
+    assert answer(request).delay_s == token_delay_s(11, 1.0, 2.0) != token_delay_s(3, 1.0, 2.0)
 
 
 def test_cpu_ratios_pair_each_round_with_its_own_one_process_run() -> None:

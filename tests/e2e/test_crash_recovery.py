@@ -25,9 +25,9 @@ from tests.support.worker_harness import (
 )
 from tests.support.worker_process import WorkerProcess, forget_cron_jobs, worker_env
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.observe.jobs import build_runtime, close_runtime
-from worker.observe.session_run import observe
 from worker.queue.streams import SessionStream
+from worker.sessions.jobs import build_runtime, close_runtime
+from worker.sessions.session_run import observe
 from worker.settings import Settings
 from worker.storage.records import BatchWrite
 from worker.telemetry.metrics import Metrics

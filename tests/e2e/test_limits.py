@@ -25,8 +25,8 @@ from tests.support.worker_harness import (
 from worker.keys import Keys
 from worker.limits.budget import Budget, seconds_to_midnight
 from worker.limits.rate_limit import RateLimiter
-from worker.observe.runtime import Runtime
-from worker.observe.session_run import observe
+from worker.sessions.runtime import Runtime
+from worker.sessions.session_run import observe
 from worker.telemetry.counters import Counters
 
 ONE_CALL_A_TURN = {"batch_max_events": "1"}

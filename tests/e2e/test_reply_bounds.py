@@ -19,7 +19,7 @@ from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.worker_checks import dropped_rows, observations, outcomes, unacked
 from tests.support.worker_harness import make_settings, publish, running_runtime, tool_call
-from worker.observe.session_run import observe
+from worker.sessions.session_run import observe
 
 
 def _observation(n: int, narrative: str = "") -> str:

@@ -27,9 +27,9 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from worker.keys import Keys
-from worker.observe.jobs import build_runtime, close_runtime
-from worker.observe.session_run import observe
 from worker.ops.health import serve_health
+from worker.sessions.jobs import build_runtime, close_runtime
+from worker.sessions.session_run import observe
 from worker.settings import Settings
 from worker.telemetry.metrics import Metrics
 

@@ -21,7 +21,7 @@ from tests.support.worker_harness import (
     tool_call,
 )
 from worker.keys import Keys
-from worker.observe.session_run import observe
+from worker.sessions.session_run import observe
 from worker.storage.records import BatchResult, BatchWrite
 from worker.storage.sqlite.store import SqliteStore
 from worker.telemetry.metrics import Metrics

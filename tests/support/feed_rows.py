@@ -10,14 +10,14 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
+from worker.sessions.outbox import Outbox
 from worker.storage.protocol import Store
 from worker.storage.records import (
     BatchWrite,
-    ObservationRecord,
-    PromptRecord,
+    ObservationRow,
+    PromptRow,
     StoredRow,
-    SummaryRecord,
+    SummaryRow,
 )
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -35,9 +35,9 @@ def observation(
     concepts: Sequence[str] = (),
     facts: Sequence[str] = (),
     files: Sequence[str] = (),
-) -> ObservationRecord:
-    """An observation record, its time `n` seconds after T0."""
-    return ObservationRecord(
+) -> ObservationRow:
+    """An observation row, its time `n` seconds after T0."""
+    return ObservationRow(
         memory_session_id=session,
         project=project,
         type=type,
@@ -54,9 +54,9 @@ def observation(
     )
 
 
-def prompt(n: int, text: str, *, session: str = "s1", project: str = "demo") -> PromptRecord:
-    """A user prompt record, its time `n` seconds after T0."""
-    return PromptRecord(
+def prompt(n: int, text: str, *, session: str = "s1", project: str = "demo") -> PromptRow:
+    """A user prompt row, its time `n` seconds after T0."""
+    return PromptRow(
         memory_session_id=session,
         project=project,
         prompt_number=n,
@@ -66,9 +66,9 @@ def prompt(n: int, text: str, *, session: str = "s1", project: str = "demo") -> 
     )
 
 
-def summary(n: int, request: str, *, session: str = "s1", project: str = "demo") -> SummaryRecord:
-    """A summary record, its time `n` seconds after T0."""
-    return SummaryRecord(
+def summary(n: int, request: str, *, session: str = "s1", project: str = "demo") -> SummaryRow:
+    """A summary row, its time `n` seconds after T0."""
+    return SummaryRow(
         memory_session_id=session,
         project=project,
         request=request,
@@ -105,9 +105,9 @@ async def store_rows(
     *,
     session: str = "s1",
     project: str = "demo",
-    prompts: Sequence[PromptRecord] = (),
-    observations: Sequence[ObservationRecord] = (),
-    summaries: Sequence[SummaryRecord] = (),
+    prompts: Sequence[PromptRow] = (),
+    observations: Sequence[ObservationRow] = (),
+    summaries: Sequence[SummaryRow] = (),
 ) -> list[StoredRow]:
     """Write one batch as the worker does; the new rows, ready to announce."""
     result = await store.write_batch(

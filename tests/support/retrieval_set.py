@@ -13,7 +13,7 @@ from tests.support.search_corpus import CorpusObservation, record
 from worker.search.hybrid import STOPWORDS, SearchResult
 from worker.storage.index_records import RowKind
 from worker.storage.protocol import Store
-from worker.storage.records import BatchWrite, SummaryRecord
+from worker.storage.records import BatchWrite, SummaryRow
 
 RowKey = tuple[RowKind, int]
 CLASSES = ("keyword", "paraphrase", "summary", "file", "decision")
@@ -121,8 +121,8 @@ def _session(s: SetSummary) -> str:
     return s.memory_session_id
 
 
-def _summary(s: SetSummary) -> SummaryRecord:
-    return SummaryRecord(
+def _summary(s: SetSummary) -> SummaryRow:
+    return SummaryRow(
         memory_session_id=s.memory_session_id,
         project=s.project,
         request=s.request,

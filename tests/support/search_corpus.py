@@ -12,7 +12,7 @@ import msgspec
 from pipeline.turns.content_hash import compute_observation_content_hash
 from worker.search.hybrid import SearchResult
 from worker.storage.protocol import Store
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "search_corpus.json"
 
@@ -48,9 +48,9 @@ def load_corpus(path: Path = CORPUS) -> Corpus:
     return msgspec.json.decode(path.read_bytes(), type=Corpus)
 
 
-def record(o: CorpusObservation) -> ObservationRecord:
+def record(o: CorpusObservation) -> ObservationRow:
     """The observation as the worker would store it."""
-    return ObservationRecord(
+    return ObservationRow(
         memory_session_id=o.memory_session_id,
         project=o.project,
         type=o.type,

@@ -47,10 +47,10 @@ class Backend:
         )
 
     def open(
-        self, clock: Callable[[], datetime] | None = None, *, vector_outbox: bool = True
+        self, clock: Callable[[], datetime] | None = None, *, vector_queue: bool = True
     ) -> Store:
         """A new Store handle on this database, closed at teardown."""
-        kw: dict[str, Any] = {"vector_outbox": vector_outbox}
+        kw: dict[str, Any] = {"vector_queue": vector_queue}
         if clock is not None:
             kw["clock"] = clock
         store: Store

@@ -13,9 +13,9 @@ from typing import Any
 from arq.connections import ArqRedis
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall, encode_event
-from worker.observe.jobs import build_runtime, build_worker, close_runtime
-from worker.observe.runtime import Runtime
 from worker.queue.scheduling import Scheduler
+from worker.sessions.jobs import build_runtime, build_worker, close_runtime
+from worker.sessions.runtime import Runtime
 from worker.settings import Settings, load_settings
 from worker.storage.sqlite.store import SqliteStore
 

@@ -30,7 +30,7 @@ def _capture(log_format: str) -> Iterator[Lines]:
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
-        yield out, logging.getLogger("worker.observe.session_run")
+        yield out, logging.getLogger("worker.sessions.session_run")
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
@@ -61,7 +61,7 @@ def test_a_json_line_holds_time_level_logger_event_fields_and_a_null_session(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", str(record["ts"]))
     assert {k: v for k, v in record.items() if k != "ts"} == {
         "level": "warning",
-        "logger": "worker.observe.session_run",
+        "logger": "worker.sessions.session_run",
         "event": "turn stored",
         "outcome": "stored",
         "stored": 2,
@@ -115,7 +115,7 @@ def test_a_console_line_shows_time_level_event_logger_and_fields_without_colours
             ours.exception("session job failed")
     first, second, third, *traceback = out.getvalue().splitlines()
     assert re.fullmatch(
-        r"\d\d:\d\d:\d\d \[info\s*\] no session here\s+\[worker\.observe\.session_run\]", first
+        r"\d\d:\d\d:\d\d \[info\s*\] no session here\s+\[worker\.sessions\.session_run\]", first
     )
     assert "session_id" not in first
     warning = r"\d\d:\d\d:\d\d \[warning\s*\] lease lost\s+\[\S+\] attempt=2 session_id=s1"

@@ -109,3 +109,17 @@ def test_settings_reference_table_matches_the_settings_object() -> None:
 
 def test_every_field_has_a_variable() -> None:
     assert set(settings_variables()) == set(Settings.__struct_fields__)
+
+
+def test_a_setting_no_longer_read_is_skipped_with_one_warning_naming_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="worker.settings"):
+        s = load_settings({"MEMQ_SPOOL_MAX_BYTES": "1", "MEMQ_PREFIX": "t"}, {"history_chars": 5})
+    assert s.prefix == "t"
+    lines = [r.getMessage() for r in caplog.records if r.name == "worker.settings"]
+    assert len(lines) == 2
+    assert lines[0].startswith("MEMQ_HISTORY_CHARS is set but no longer read: ")
+    assert lines[1].startswith("MEMQ_SPOOL_MAX_BYTES is set but no longer read: ")
+    with pytest.raises(ConfigError, match="unknown setting MEMQ_SPOOL_MAX_BYTE"):
+        load_settings({"MEMQ_SPOOL_MAX_BYTE": "1"})  # a typo is still refused

@@ -21,7 +21,7 @@ from worker.fanout.feed_items import (
     parse_feed_id,
 )
 from worker.keys import Keys
-from worker.replies import as_text
+from worker.redis_text import as_text
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.storage.records import StoredRow
 
 _ROW = msgspec.json.Decoder(StoredRow)

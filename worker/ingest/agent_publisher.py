@@ -92,7 +92,7 @@ class AgentPublisher:
         the events are not taken at all.
         """
         if len(self._late) >= self._queue.maxsize:
-            return f"{len(self._late)} hook requests already wait for the spool: not recorded"
+            return f"{len(self._late)} hook requests already wait for the spool: not published"
         task = asyncio.create_task(self.keep(events) if durable else self.submit(events))
         done, _ = await asyncio.wait([task], timeout=timeout_s)
         if done:
@@ -134,7 +134,7 @@ class AgentPublisher:
             )
         if self._late:
             logger.error(
-                "stopping with %d hook request(s) still waiting for the spool in %s: not recorded",
+                "stopping with %d hook request(s) still waiting for the spool in %s: not published",
                 len(self._late),
                 self.spool.directory,
             )

@@ -116,15 +116,15 @@ def run_hook(
 ) -> int:
     """Read one hook payload, publish its events (or spool them); always returns 0."""
     try:
-        _record(agent, stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
+        _publish(agent, stdin.read(), environ, started + _WORK_BUDGET_S, in_flight or InFlight())
     except (HookPayloadError, PipelineError, ConfigError) as e:
-        _log(f"nothing recorded: {e}")
+        _log(f"nothing published or spooled: {e}")
     except Exception as e:  # the agent host must never see a failing hook
-        _log(f"nothing recorded, unexpected {type(e).__name__}: {e}")
+        _log(f"nothing published or spooled, unexpected {type(e).__name__}: {e}")
     return 0
 
 
-def _record(
+def _publish(
     agent: str, raw: bytes, environ: Mapping[str, str], deadline: float, in_flight: InFlight
 ) -> None:
     settings = settings_from_environment(environ)
@@ -205,7 +205,7 @@ def _give_up(in_flight: InFlight) -> None:
     # Spooling an event the main thread was still publishing is harmless: the flush
     # deduplicates by event id. A spool locked by the main thread is not waited for.
     spool, events = in_flight.spool, in_flight.events
-    outcome = "nothing recorded"
+    outcome = "nothing published or spooled"
     if spool is not None and events and spool.try_append(events):
         outcome = f"{len(events)} event(s) spooled in {spool.path}"
     _log(f"gave up within its time budget so the agent is not held up; {outcome}")

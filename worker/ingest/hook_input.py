@@ -18,7 +18,7 @@ from worker.settings import Settings
 # JSON nested deeper than this is refused: redaction and the wire encoding walk it
 # recursively, and a real tool's input or output is a few levels deep.
 MAX_NESTING = 100
-_TOO_DEEP = f"hook input nested more than {MAX_NESTING} levels deep (memq's limit): not recorded"
+_TOO_DEEP = f"hook input nested more than {MAX_NESTING} levels deep (memq's limit): not published"
 
 
 class HookInput(NamedTuple):

@@ -22,7 +22,7 @@ from worker.ingest.prepare import PreparedEvent, prepare
 from worker.ingest.sync_redis import SyncRedis, connect_sync
 from worker.keys import Keys
 from worker.queue.scheduling import PUBLISH_LUA, Scheduler, publish_args
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.settings import Settings
 
 if TYPE_CHECKING:

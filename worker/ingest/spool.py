@@ -29,6 +29,9 @@ from worker.ingest.spool_io import count_lines, fsync_dir, size, try_lock
 from worker.settings import Settings
 
 FLUSH_CHUNK = 200
+# The spool file's cap: days of tool calls while Redis is unreachable. Past it an event is
+# dropped and counted, so a long outage cannot fill the disk.
+SPOOL_MAX_BYTES = 64 * 1024 * 1024
 
 
 class Publisher(Protocol):
@@ -75,7 +78,7 @@ class Spool:
     @classmethod
     def from_settings(cls, settings: Settings) -> Spool:
         """The spool under the configured data dir."""
-        return cls(settings.data_path / "spool", settings.spool_max_bytes)
+        return cls(settings.data_path / "spool", SPOOL_MAX_BYTES)
 
     def pending(self) -> bool:
         """Whether any event waits in the spool (cheap: two stat calls)."""
@@ -237,7 +240,7 @@ class Spool:
         tmp.write_text(f"{dropped}\n")
         os.replace(tmp, self.dropped_path)
         _warn(
-            f"spool {self.path} is full (MEMQ_SPOOL_MAX_BYTES={self.max_bytes}): event "
+            f"spool {self.path} is full ({self.max_bytes} bytes): event "
             f"{event.event_id} of session {event.memory_session_id} dropped ({dropped} dropped "
             "so far); start Redis and run `memq spool flush`"
         )

@@ -19,7 +19,7 @@ from worker.connect.redis_url import RedisAddress, parse_redis_url
 from worker.connect.sentinel import SentinelUrl
 from worker.errors import RedisUnavailableError
 from worker.masked_url import describe_url
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.settings import Settings
 
 Arg = str | bytes | int | float

@@ -74,7 +74,7 @@ class CallGate:
                 or time.monotonic() + wait_s >= deadline
             ):
                 raise ThrottledError(
-                    f"{self.limiter.provider} observer: fleet rate limit or backoff, "
+                    f"{self.limiter.provider} observer: fleet rate limit or short pause, "
                     f"next call in {wait_s:.2f} s",
                     wait_s,
                 )
@@ -89,9 +89,9 @@ class CallGate:
         """Add one answered call's tokens to the day's budgets, as part of a pipeline."""
         self.budget.queue_add(pipe, project, usage.input_tokens + usage.output_tokens)
 
-    async def back_off(self, seconds: float, reason: str) -> None:
-        """Honour a provider's retry-after for the whole fleet (capped: see MAX_BACKOFF_S)."""
-        await self.limiter.back_off(seconds, reason)
+    async def pause_shortly(self, seconds: float, reason: str) -> None:
+        """Honour a provider's retry-after for the whole fleet (capped: see MAX_SHORT_PAUSE_S)."""
+        await self.limiter.pause_shortly(seconds, reason)
 
     async def refused(self, error: CallRefusedError) -> TurnResult:
         """Carry out `decide`'s decision on a refused call: count and log it; the turn's

@@ -4,7 +4,7 @@ Two buckets per provider and model, refilled continuously by the server's clock 
 on machines with skewed clocks agree): requests per minute, taken one per call, and tokens
 per minute, charged after each call with the usage the API reported (it may go negative:
 the next call then waits until it has refilled). A provider's `retry-after` also sets a
-short fleet-wide backoff that every worker waits out before its next call.
+short fleet-wide pause that every worker waits out before its next call.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.limits.pauses import ProviderPausedError
 
-MAX_BACKOFF_S = 60.0
-"""The longest fleet-wide backoff a retry-after sets (the turn itself honours longer ones)."""
+MAX_SHORT_PAUSE_S = 60.0
+"""The longest fleet-wide short pause a retry-after sets (the turn itself honours longer ones)."""
 _IDLE_TTL_MS = 120_000  # an idle bucket is full again after a minute: let it expire
 
 # Shared Lua: refill both buckets to `now` (ms from the server's TIME).
@@ -37,15 +37,15 @@ local function save()
 end
 """
 
-# KEYS: bucket, backoff, pause   ARGV: rpm, tpm, idle ttl ms
+# KEYS: bucket, short pause, pause   ARGV: rpm, tpm, idle ttl ms
 # -> 0 when the call may go (one request taken), else the ms to wait (nothing taken), or
 # minus the ms left on a quota pause of the provider (checked here: one round trip a call)
 _ACQUIRE = LuaScript(
     """
 local paused = redis.call('PTTL', KEYS[3])
 if paused > 0 then return -paused end
-local backoff = redis.call('PTTL', KEYS[2])
-if backoff > 0 then return backoff end
+local short = redis.call('PTTL', KEYS[2])
+if short > 0 then return short end
 if tonumber(ARGV[1]) <= 0 and tonumber(ARGV[2]) <= 0 then return 0 end
 """
     + _REFILL
@@ -69,8 +69,8 @@ return 1
 """
 )
 
-# KEYS: backoff   ARGV: ms, reason  -> keeps the longer of the current and the new backoff
-_BACK_OFF = LuaScript("""
+# KEYS: short pause   ARGV: ms, reason  -> keeps the longer of the current and the new one
+_PAUSE_SHORTLY = LuaScript("""
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', tonumber(ARGV[1]))
 end
@@ -79,7 +79,7 @@ return 1
 
 
 class ThrottledError(WorkerError):
-    """The fleet is over a rate limit (or backing off): the call must wait `wait_s`."""
+    """The fleet is over a rate limit (or in a short pause): the call must wait `wait_s`."""
 
     def __init__(self, message: str, wait_s: float) -> None:
         super().__init__(message)
@@ -97,7 +97,7 @@ class RateLimiter:
         self.rpm = rpm
         self.tpm = tpm
         self._bucket = keys.rate_limit(provider, model)
-        self._backoff = keys.backoff(provider)
+        self._short_pause = keys.short_pause(provider)
         self._pause = keys.pause(provider)
 
     async def acquire(self) -> float:
@@ -108,7 +108,7 @@ class RateLimiter:
         wait_ms = int(
             await _ACQUIRE(
                 self.redis,
-                [self._bucket, self._backoff, self._pause],
+                [self._bucket, self._short_pause, self._pause],
                 [self.rpm, self.tpm, _IDLE_TTL_MS],
             )
         )
@@ -123,10 +123,12 @@ class RateLimiter:
         if self.tpm > 0 and tokens > 0:
             await _CHARGE(self.redis, [self._bucket], [self.rpm, self.tpm, _IDLE_TTL_MS, tokens])
 
-    async def back_off(self, seconds: float, reason: str) -> float:
+    async def pause_shortly(self, seconds: float, reason: str) -> float:
         """Make every worker wait before its next call to this provider; returns the wait set."""
-        seconds = min(MAX_BACKOFF_S, seconds)
+        seconds = min(MAX_SHORT_PAUSE_S, seconds)
         if seconds <= 0:
             return 0.0
-        await _BACK_OFF(self.redis, [self._backoff], [max(1, int(seconds * 1000)), reason[:200]])
+        await _PAUSE_SHORTLY(
+            self.redis, [self._short_pause], [max(1, int(seconds * 1000)), reason[:200]]
+        )
         return seconds

@@ -14,13 +14,13 @@ from pipeline.prompting.modes import Mode
 from pipeline.replies.parser import parse_agent_xml
 from pipeline.turns.caps import CAPPED_CATEGORY
 from pipeline.turns.settle import TOO_LARGE_CATEGORY
-from pipeline.turns.turn_records import observation_records, summary_record
+from pipeline.turns.turn_records import observation_rows, summary_row
 from worker.ingest.producer import event_publish_args
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
 from worker.queue.leases import Lease
 from worker.queue.scheduling import Scheduler
-from worker.replies import as_text
+from worker.redis_text import as_text
+from worker.sessions.outbox import Outbox
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite, DroppedRow
@@ -111,7 +111,7 @@ async def replay_dropped(
         try:
             now = datetime.now(UTC)
             common = {"session": row.memory_session_id, "project": row.project}
-            observations = observation_records(
+            observations = observation_rows(
                 parsed.observations,
                 [],
                 prompt_number=None,
@@ -122,7 +122,7 @@ async def replay_dropped(
             )
             summaries = (
                 [
-                    summary_record(
+                    summary_row(
                         parsed.summary, prompt_number=None, created_at=now, model="replay", **common
                     )
                 ]

@@ -97,7 +97,7 @@ class HealthServer:
     async def fleet_figures(self) -> FleetFigures:
         """Read the fleet-wide gauges from Redis and the store."""
         streams = await stream_stats(self.redis, self.keys)
-        # Without a vector index the outbox is never drained: no lag to report.
+        # Without a vector index the vector queue is never drained: no lag to report.
         off = self.settings.chroma == "off"
         lag = 0 if off else await self.store.vector_lag()
         oldest_ms = None if off else await self.store.vector_oldest_pending_ms()

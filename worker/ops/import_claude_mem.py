@@ -15,9 +15,9 @@ import msgspec
 from pipeline.redaction.privacy import strip_private_tags
 from pipeline.redaction.redact import redact_secrets
 from pipeline.turns.content_hash import compute_observation_content_hash
-from worker.errors import WorkerError
-from worker.storage.protocol import IMPORTED_EVENT_PREFIX, StaleFenceError, WriteStore
-from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
+from worker.errors import LeaseLostError, WorkerError
+from worker.storage.protocol import IMPORTED_EVENT_PREFIX, WriteStore
+from worker.storage.records import BatchWrite, ObservationRow, PromptRow, SummaryRow
 
 
 def _columns(names: str) -> tuple[str, ...]:
@@ -178,8 +178,8 @@ async def _import_session(
         new, duplicates = await _write(store, s, chunk)
         counts.observations += new
         counts.duplicates += duplicates
-        counts.summaries += sum(isinstance(r[2], SummaryRecord) for r in chunk)
-        counts.prompts += sum(isinstance(r[2], PromptRecord) for r in chunk)
+        counts.summaries += sum(isinstance(r[2], SummaryRow) for r in chunk)
+        counts.prompts += sum(isinstance(r[2], PromptRow) for r in chunk)
 
 
 async def _write(
@@ -188,7 +188,7 @@ async def _write(
     """Write one chunk; returns (new observations, deduplicated observations)."""
     try:
         result = await store.write_batch(_batch(s, chunk, await store.session_fence(s.memq_id)))
-    except StaleFenceError:
+    except LeaseLostError:
         # A worker advanced the session's fence meanwhile: write at the new one.
         result = await store.write_batch(_batch(s, chunk, await store.session_fence(s.memq_id)))
     return sum(r.kind == "observation" for r in result.stored), result.deduplicated
@@ -203,9 +203,9 @@ def _batch(
         project=s.project,
         fence=fence or 0,
         event_ids=[event_id for event_id, _, _ in chunk],
-        observations=[r for _, _, r in chunk if isinstance(r, ObservationRecord)],
-        summaries=[r for _, _, r in chunk if isinstance(r, SummaryRecord)],
-        prompts=[r for _, _, r in chunk if isinstance(r, PromptRecord)],
+        observations=[r for _, _, r in chunk if isinstance(r, ObservationRow)],
+        summaries=[r for _, _, r in chunk if isinstance(r, SummaryRow)],
+        prompts=[r for _, _, r in chunk if isinstance(r, PromptRow)],
         occurred_at=max(at for _, at, _ in chunk),
     )
 
@@ -243,10 +243,10 @@ def _text(value: object) -> str | None:
     return text if text.strip() else None
 
 
-def _observation(s: _Session, r: dict[str, Any]) -> ObservationRecord:
+def _observation(s: _Session, r: dict[str, Any]) -> ObservationRow:
     title, narrative = _text(r["title"]), _text(r["narrative"]) or _text(r.get("text"))
     facts = _list(r["facts"])
-    return ObservationRecord(
+    return ObservationRow(
         memory_session_id=s.memq_id,
         project=r["project"] or s.project,
         type=r["type"] or "discovery",
@@ -264,8 +264,8 @@ def _observation(s: _Session, r: dict[str, Any]) -> ObservationRecord:
     )
 
 
-def _summary(s: _Session, r: dict[str, Any]) -> SummaryRecord:
-    return SummaryRecord(
+def _summary(s: _Session, r: dict[str, Any]) -> SummaryRow:
+    return SummaryRow(
         memory_session_id=s.memq_id,
         project=r["project"] or s.project,
         request=_text(r["request"]),
@@ -279,8 +279,8 @@ def _summary(s: _Session, r: dict[str, Any]) -> SummaryRecord:
     )
 
 
-def _prompt(s: _Session, r: dict[str, Any], event_id: str) -> PromptRecord:
-    return PromptRecord(
+def _prompt(s: _Session, r: dict[str, Any], event_id: str) -> PromptRow:
+    return PromptRow(
         memory_session_id=s.memq_id,
         project=s.project,
         prompt_number=int(r["prompt_number"] or 0),

@@ -16,8 +16,8 @@ import msgspec
 from redis.asyncio import Redis
 
 from worker.keys import Keys
-from worker.observe.observer_state import StateStore
-from worker.replies import as_text
+from worker.redis_text import as_text
+from worker.sessions.observer_state import StateStore
 from worker.storage.protocol import ReadStore
 
 SESSIONS_SCANNED = 1000

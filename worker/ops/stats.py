@@ -12,7 +12,7 @@ from worker.keys import Keys
 from worker.limits.budget import Budget, BudgetState
 from worker.limits.pauses import Pauses
 from worker.ops.cost import Cost, CostReader, prices_from
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.settings import Settings
 from worker.storage.protocol import Store, StoreError
 from worker.storage.records import StoreCounts
@@ -36,7 +36,7 @@ class Stats(msgspec.Struct, frozen=True, kw_only=True):
     dead_letters: int
     tokens: dict[str, int]
     vector_lag: int | None
-    """Stored rows not yet in the vector index (pending outbox rows): grows while Chroma is
+    """Stored rows not yet in the vector index (pending vector-queue rows): grows while Chroma is
     down, drains to 0 once a worker reaches it (none are queued while MEMQ_CHROMA=off)."""
     store: StoreCounts | None
     """None while the store is unreachable (`store_error` says why)."""

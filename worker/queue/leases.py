@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from worker.connect.lua import LuaScript
+from worker.errors import LeaseLostError
 from worker.keys import Keys
 from worker.logs import bind_session
 
@@ -51,10 +52,6 @@ async def raise_fence_floor(redis: Redis, keys: Keys, session: str, floor: int) 
     storage refuses forever; a genuinely stale holder is unaffected (its token stays old).
     """
     await _RAISE_FENCE(redis, [keys.fence(session)], [floor])
-
-
-class LeaseLostError(Exception):
-    """The lease expired or was taken over; the holder must stop writing."""
 
 
 class Lease:

@@ -23,7 +23,7 @@ from worker.queue.arq_job_format import (
     job_expiry_ms,
 )
 from worker.queue.arq_job_format import job_payload as arq_job_payload
-from worker.replies import as_text
+from worker.redis_text import as_text
 
 if TYPE_CHECKING:  # the hook path imports this module and cannot afford redis-py (0.1 s)
     from redis.asyncio import Redis

@@ -12,8 +12,9 @@ from redis.asyncio.client import Pipeline
 from redis.exceptions import ResponseError
 
 from worker.connect.lua import LuaScript
+from worker.errors import LeaseLostError
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.replies import as_text
+from worker.redis_text import as_text
 
 # Acks are fenced: only the current lease holder may ack (and delete) entries.
 # KEYS: lease, stream   ARGV: token, group, id...
@@ -66,10 +67,6 @@ return {claimed, fresh}
 """)
 
 DEAD_LETTER_MAXLEN = 100_000
-
-
-class FencedError(Exception):
-    """A guarded write was refused: the lease belongs to someone else now."""
 
 
 class Entry(msgspec.Struct, frozen=True):
@@ -154,7 +151,7 @@ class SessionStream:
         self._ahead = [_entry(i, f) for _stream, items in reply or [] for i, f in items]
 
     async def ack(self, token: int, ids: Sequence[str]) -> None:
-        """Ack and delete entries; raises FencedError when the lease is no longer ours."""
+        """Ack and delete entries; raises LeaseLostError when the lease is no longer ours."""
         if not ids:
             return
         done = await _ACK(
@@ -167,9 +164,9 @@ class SessionStream:
         _ACK.queue(pipe, [self.keys.lease(self.session), self.key], [token, CONSUMER_GROUP, *ids])
 
     def check_ack(self, token: int, reply: Any) -> None:
-        """Raise FencedError when a queued ack was refused (the lease is someone else's)."""
+        """Raise LeaseLostError when a queued ack was refused (the lease is someone else's)."""
         if int(reply) < 0:
-            raise FencedError(f"session {self.session}: ack refused, lease token {token} stale")
+            raise LeaseLostError(f"session {self.session}: ack refused, lease token {token} stale")
 
     async def dead_letter(self, token: int, entries: Sequence[tuple[Entry, str]]) -> None:
         """Move entries with their reasons to the dead-letter stream, then ack them."""
@@ -186,7 +183,9 @@ class SessionStream:
             args += [entry.id, entry.raw or b"", reason]
         keys = [self.keys.lease(self.session), self.key, self.keys.dead]
         if int(await _DEAD_LETTER(self.redis, keys, args)) < 0:
-            raise FencedError(f"session {self.session}: dead-letter refused, token {token} stale")
+            raise LeaseLostError(
+                f"session {self.session}: dead-letter refused, token {token} stale"
+            )
 
     async def delete_if_drained(self, token: int) -> bool:
         """Delete the stream of an ended session once it holds no entry."""

@@ -1,4 +1,4 @@
-"""Vector sync: drain the storage outbox into Chroma, in batches, with capped jittered backoff."""
+"""Vector sync: drain the vector queue into Chroma, in batches, with capped jittered backoff."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def sync_backoff_s(
 
 
 class VectorSync:
-    """Feeds Chroma from the outbox; never raises into storage's path, only lags."""
+    """Feeds Chroma from the vector queue; never raises into storage's path, only lags."""
 
     def __init__(
         self,
@@ -90,7 +90,7 @@ class VectorSync:
         self._unfinished: list[tuple[RowKind, int]] = []
 
     async def drain_once(self) -> DrainResult:
-        """Index one batch of due outbox rows (or retry them later on any failure)."""
+        """Index one batch of due vector-queue rows (or retry them later on any failure)."""
         if self._unfinished:  # indexed before the store went away: marked once it is back
             await self._store.finish_vector_jobs(self._unfinished)
             self._unfinished = []
@@ -251,7 +251,7 @@ class BackgroundSync:
 
 
 def start_vector_sync(settings: Settings, store: IndexStore) -> BackgroundSync | None:
-    """Start draining the outbox in the background (call from a running event loop).
+    """Start draining the vector queue in the background (call from a running event loop).
 
     None when MEMQ_CHROMA=off, or when another process here drains into the embedded index.
     """

@@ -21,18 +21,18 @@ def open_store(settings: Settings) -> Store:
     """
     url = settings.database_url
     # Every search through it is bounded: the CLI, the web UI and `memq mcp` all open it here.
-    outbox, timeout_s = settings.chroma != "off", settings.search_timeout_s
+    vector_queue, timeout_s = settings.chroma != "off", settings.search_timeout_s
     if not url:
         return SqliteStore(
-            settings.data_path / DEFAULT_DATABASE_FILE, vector_outbox=outbox,
+            settings.data_path / DEFAULT_DATABASE_FILE, vector_queue=vector_queue,
             search_timeout_s=timeout_s,
         )  # fmt: skip
     if urlsplit(url).scheme.lower() in _POSTGRES_SCHEMES:
         # Imported here: asyncpg costs a CLI hook on SQLite ~0.1 s it never needs.
         from worker.storage.postgres.store import PostgresStore
 
-        return PostgresStore(url, vector_outbox=outbox, search_timeout_s=timeout_s)
-    return SqliteStore(sqlite_path(url), vector_outbox=outbox, search_timeout_s=timeout_s)
+        return PostgresStore(url, vector_queue=vector_queue, search_timeout_s=timeout_s)
+    return SqliteStore(sqlite_path(url), vector_queue=vector_queue, search_timeout_s=timeout_s)
 
 
 def sqlite_path(url: str) -> Path:

@@ -1,4 +1,4 @@
-"""Records of the read side built on storage: the vector outbox, full-text hits, timelines."""
+"""Records of the read side built on storage: the vector queue, full-text hits, timelines."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ TABLE_OF: dict[RowKind, str] = {"observation": "observations", "summary": "summa
 
 
 class VectorJob(msgspec.Struct, frozen=True, kw_only=True):
-    """A claimed outbox row: the stored row to index (None when the row no longer exists)."""
+    """A claimed vector-queue row: the stored row to index (None when the row no longer exists)."""
 
     kind: RowKind
     id: int
@@ -23,7 +23,7 @@ class VectorJob(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class VectorRetry(msgspec.Struct, frozen=True, kw_only=True):
-    """An outbox row to try again at `next_attempt_at_ms` (epoch ms)."""
+    """A vector-queue row to try again at `next_attempt_at_ms` (epoch ms)."""
 
     kind: RowKind
     id: int

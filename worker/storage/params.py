@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from worker.storage.records import ObservationRecord, StoredRow, SummaryRecord
+from worker.storage.records import ObservationRow, StoredRow, SummaryRow
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -49,11 +49,11 @@ def column_value(record: msgspec.Struct, column: str) -> Any:
     return value
 
 
-def stored_record(row_id: int, record: ObservationRecord | SummaryRecord) -> StoredRow:
+def stored_record(row_id: int, record: ObservationRow | SummaryRow) -> StoredRow:
     """The StoredRow of an observation or summary just inserted with id `row_id`: the
     record's fields by name, its time as stored."""
     fields = msgspec.structs.asdict(record)
-    fields["kind"] = "observation" if isinstance(record, ObservationRecord) else "summary"
+    fields["kind"] = "observation" if isinstance(record, ObservationRow) else "summary"
     fields["id"] = row_id
     fields["created_at"] = iso_utc(record.created_at)
     if "file_hashes" in fields:

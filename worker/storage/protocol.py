@@ -21,9 +21,9 @@ from worker.storage.records import (
     BatchWrite,
     CostDay,
     DroppedRow,
-    PromptRow,
     SessionRow,
     StoreCounts,
+    StoredPrompt,
     StoredRow,
 )
 
@@ -48,24 +48,7 @@ class SearchTimeoutError(StoreError):
     """A search ran past MEMQ_SEARCH_TIMEOUT_S and was stopped."""
 
 
-class StaleFenceError(StoreError):
-    """A write came from a lease holder whose fencing token is no longer current."""
-
-    def __init__(self, message: str, stored_fence: int = 0) -> None:
-        super().__init__(message)
-        self.stored_fence = stored_fence
-
-    @classmethod
-    def refusing(cls, batch: BatchWrite, stored_fence: int) -> StaleFenceError:
-        """The refusal of `batch`, whose fence is older than the one storage holds."""
-        return cls(
-            f"session {batch.memory_session_id}: write refused, fence {batch.fence} is older"
-            f" than the stored fence {stored_fence} (another worker holds the lease)",
-            stored_fence=stored_fence,
-        )
-
-
-class _SessionRecord(Protocol):
+class _SessionRow(Protocol):
     @property
     def memory_session_id(self) -> str: ...
 
@@ -73,7 +56,7 @@ class _SessionRecord(Protocol):
 def check_one_session(batch: BatchWrite) -> None:
     """Refuse a batch holding a record of another session (every backend enforces it)."""
     sid = batch.memory_session_id
-    lists: tuple[Sequence[_SessionRecord], ...] = (
+    lists: tuple[Sequence[_SessionRow], ...] = (
         batch.prompts,
         batch.observations,
         batch.summaries,
@@ -93,7 +76,7 @@ class WriteStore(Protocol):
     """The turn's write path: replay guard, fence, restart context, write, announce."""
 
     async def write_batch(self, batch: BatchWrite) -> BatchResult:
-        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
+        """Write one turn's records in one transaction; raises LeaseLostError when fenced."""
 
     async def processed_event_ids(
         self, memory_session_id: str, event_ids: Sequence[str]
@@ -103,7 +86,7 @@ class WriteStore(Protocol):
     async def session_fence(self, memory_session_id: str) -> int | None:
         """The session's stored fencing token, or None for an unknown session."""
 
-    async def latest_prompt(self, memory_session_id: str) -> PromptRow | None:
+    async def latest_prompt(self, memory_session_id: str) -> StoredPrompt | None:
         """The session's last stored user request, or None when it has none."""
 
     async def unannounced(
@@ -151,15 +134,15 @@ class ReadStore(Protocol):
 
 
 class IndexStore(Protocol):
-    """The search side: the vector outbox, reindexing and full-text search."""
+    """The search side: the vector queue, reindexing and full-text search."""
 
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int
     ) -> list[VectorJob]:
-        """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+        """Claim up to `limit` due vector-queue rows until `lease_until_ms`, with their rows."""
 
     async def finish_vector_jobs(self, keys: Sequence[tuple[RowKind, int]]) -> None:
-        """Mark outbox rows indexed."""
+        """Mark vector-queue rows indexed."""
 
     async def retry_vector_jobs(self, retries: Sequence[VectorRetry], error: str) -> None:
         """Count a failed attempt on each row and schedule its next one."""

@@ -1,4 +1,4 @@
-"""The batch the worker writes and the rows storage hands back (a turn's records: pipeline)."""
+"""The batch the worker writes and the rows storage hands back (a turn's rows: pipeline)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import msgspec
 
 from pipeline.records import (
     DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
+    ObservationRow,
     PromptRow,
-    SummaryRecord,
+    StoredPrompt,
+    SummaryRow,
     TokenUsage,
     TurnRows,
 )
@@ -22,13 +22,13 @@ __all__ = [
     "BatchWrite",
     "DroppedOutput",
     "DroppedRow",
-    "ObservationRecord",
-    "PromptRecord",
+    "ObservationRow",
     "PromptRow",
     "SessionRow",
     "StoreCounts",
+    "StoredPrompt",
     "StoredRow",
-    "SummaryRecord",
+    "SummaryRow",
     "TokenUsage",
 ]
 

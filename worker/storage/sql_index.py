@@ -1,4 +1,4 @@
-"""The search side on a SQL database: the vector outbox, reindexing, full-text search."""
+"""The search side on a SQL database: the vector queue, reindexing, full-text search."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def _reindex_scope(project: str | None) -> str:
 async def claim_vector_jobs(
     db: SqlDatabase, dialect: Dialect, *, limit: int, now_ms: int, lease_until_ms: int
 ) -> list[VectorJob]:
-    """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+    """Claim up to `limit` due vector-queue rows until `lease_until_ms`, with their stored rows."""
     async with db.transaction() as conn:
         rows = await conn.fetch(dialect.claim, (limit, now_ms, lease_until_ms))
         claimed: list[tuple[RowKind, int, int]] = sorted(
@@ -76,7 +76,7 @@ async def claim_vector_jobs(
 async def finish_vector_jobs(
     db: SqlDatabase, keys: Sequence[tuple[RowKind, int]], now: str
 ) -> None:
-    """Mark outbox rows indexed."""
+    """Mark vector-queue rows indexed."""
     if not keys:
         return
     async with db.transaction() as conn:
@@ -98,7 +98,7 @@ async def vector_lag(db: SqlDatabase, project: str | None) -> int:
     async with db.use() as conn:
         if project is not None:
             return await _count_pending(conn, project)
-        # Without a project the scope is left out: the whole outbox is counted on its index.
+        # Without a project the scope is left out: the whole vector queue is counted on its index.
         found = await conn.fetchrow(_PENDING)
     assert found is not None  # a COUNT(*) always has its row
     return int(found["pending"])
@@ -122,7 +122,7 @@ async def start_reindex(
             await conn.execute(dialect.lock_reindex, (scope,))
         running = await conn.fetchrow(_REINDEX_RUNNING, (scope,)) is not None
         if not running:
-            # Repair first: every stored row gets an outbox row, whatever happened before.
+            # Repair first: every stored row gets a vector-queue row, whatever happened before.
             for kind, table in TABLE_OF.items():
                 await conn.execute(
                     f"INSERT INTO vector_outbox (kind, row_id) SELECT '{kind}', id"

@@ -154,13 +154,13 @@ async def session_fence(db: SqlDatabase, memory_session_id: str) -> int | None:
     return None if found is None else int(found["fence"])
 
 
-async def latest_prompt(db: SqlDatabase, memory_session_id: str) -> records.PromptRow | None:
+async def latest_prompt(db: SqlDatabase, memory_session_id: str) -> records.StoredPrompt | None:
     """The session's last stored user request, or None when it has none."""
     async with db.use() as conn:
         found = await conn.fetchrow(_LATEST_PROMPT, (memory_session_id,))
     if found is None:
         return None
-    return records.PromptRow(
+    return records.StoredPrompt(
         prompt_number=int(found["prompt_number"]),
         prompt_text=found["prompt_text"],
         created_at=datetime.fromisoformat(found["created_at"]),

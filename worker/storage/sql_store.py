@@ -31,7 +31,7 @@ def one_line(e: BaseException) -> str:
 
 
 class SqlStore:
-    """Every Store role on one SQL database; `vector_outbox` False (MEMQ_CHROMA=off) queues
+    """Every Store role on one SQL database; `vector_queue` False (MEMQ_CHROMA=off) queues
     no stored row for the vector index (`memq reindex` queues them all once it is on)."""
 
     def __init__(
@@ -40,14 +40,14 @@ class SqlStore:
         dialect: Dialect,
         *,
         clock: Callable[[], datetime] = utc_now,
-        vector_outbox: bool = True,
+        vector_queue: bool = True,
         search_timeout_s: float | None = None,
     ) -> None:
         self._db = db
         self._search_timeout_s = search_timeout_s
         self._dialect = dialect
         self._clock = clock
-        self._vector_outbox = vector_outbox
+        self._vector_queue = vector_queue
 
     def _now(self) -> str:
         return iso_utc(self._clock())
@@ -70,11 +70,11 @@ class SqlStore:
     # WriteStore.
 
     async def write_batch(self, batch: records.BatchWrite) -> records.BatchResult:
-        """Write one turn's records in one transaction; raises StaleFenceError when fenced."""
+        """Write one turn's records in one transaction; raises LeaseLostError when fenced."""
         check_one_session(batch)
         now = iso_utc(batch.occurred_at or self._clock())
         return await sql_write.write_batch(
-            self._db, self._dialect, batch, now, vector_outbox=self._vector_outbox
+            self._db, self._dialect, batch, now, vector_queue=self._vector_queue
         )
 
     async def processed_event_ids(
@@ -89,7 +89,7 @@ class SqlStore:
         """The session's stored fencing token, or None for an unknown session."""
         return await sql_read.session_fence(self._db, memory_session_id)
 
-    async def latest_prompt(self, memory_session_id: str) -> records.PromptRow | None:
+    async def latest_prompt(self, memory_session_id: str) -> records.StoredPrompt | None:
         """The session's last stored user request, or None when it has none."""
         return await sql_read.latest_prompt(self._db, memory_session_id)
 
@@ -160,13 +160,13 @@ class SqlStore:
     async def claim_vector_jobs(
         self, *, limit: int, now_ms: int, lease_until_ms: int
     ) -> list[index_records.VectorJob]:
-        """Claim up to `limit` due outbox rows until `lease_until_ms`, with their stored rows."""
+        """Claim up to `limit` due vector-queue rows until `lease_until_ms`, with their rows."""
         return await sql_index.claim_vector_jobs(
             self._db, self._dialect, limit=limit, now_ms=now_ms, lease_until_ms=lease_until_ms
         )
 
     async def finish_vector_jobs(self, keys: Sequence[tuple[index_records.RowKind, int]]) -> None:
-        """Mark outbox rows indexed."""
+        """Mark vector-queue rows indexed."""
         await sql_index.finish_vector_jobs(self._db, keys, self._now())
 
     async def retry_vector_jobs(

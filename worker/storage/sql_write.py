@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from worker.errors import LeaseLostError
 from worker.storage import params as p
 from worker.storage import statements as s
 from worker.storage.dialect import Dialect
 from worker.storage.index_records import TABLE_OF
-from worker.storage.protocol import StaleFenceError
 from worker.storage.records import BatchResult, BatchWrite, StoredRow
 from worker.storage.sql_conn import SqlConn, SqlDatabase
 
 
 async def write_batch(
-    db: SqlDatabase, dialect: Dialect, batch: BatchWrite, now: str, *, vector_outbox: bool
+    db: SqlDatabase, dialect: Dialect, batch: BatchWrite, now: str, *, vector_queue: bool
 ) -> BatchResult:
     """Write a checked batch in one transaction, `now` its session's activity time; no
-    outbox rows unless `vector_outbox` (with the index off nothing would drain them)."""
+    vector-queue rows unless `vector_queue` (with the index off nothing would drain them)."""
     stored: list[StoredRow] = []
     duplicates = 0
     async with db.transaction() as conn:
@@ -34,9 +34,9 @@ async def write_batch(
             new = await conn.fetchrow(s.SUMMARY.sql, s.SUMMARY.values(summary))
             assert new is not None  # RETURNING of a plain INSERT
             stored.append(p.stored_record(int(new["id"]), summary))
-        # The vector outbox row commits with its row: Chroma is fed from it, never directly.
-        if stored and vector_outbox:
-            await conn.executemany(s.OUTBOX, [(r.kind, r.id) for r in stored])
+        # The vector queue row commits with its row: Chroma is fed from it, never directly.
+        if stored and vector_queue:
+            await conn.executemany(s.VECTOR_QUEUE_INSERT, [(r.kind, r.id) for r in stored])
         if batch.dropped:
             await conn.executemany(s.DROPPED.sql, map(s.DROPPED.values, batch.dropped))
         if batch.usage:
@@ -74,7 +74,16 @@ async def _claim_session(conn: SqlConn, dialect: Dialect, batch: BatchWrite, now
             return
         # A concurrent first batch of the session inserted a higher fence meanwhile.
         stored_fence = await _fence(conn, dialect, sid)
-    raise StaleFenceError.refusing(batch, int(stored_fence or 0))
+    raise _refusal(batch, int(stored_fence or 0))
+
+
+def _refusal(batch: BatchWrite, stored_fence: int) -> LeaseLostError:
+    """The refusal of `batch`, whose fence is older than the one storage holds."""
+    return LeaseLostError(
+        f"session {batch.memory_session_id}: write refused, fence {batch.fence} is older"
+        f" than the stored fence {stored_fence} (another worker holds the lease)",
+        stored_fence=stored_fence,
+    )
 
 
 async def _fence(conn: SqlConn, dialect: Dialect, sid: str) -> int | None:

@@ -13,9 +13,9 @@ import msgspec
 
 from pipeline.records import (
     DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
-    SummaryRecord,
+    ObservationRow,
+    PromptRow,
+    SummaryRow,
     TokenUsage,
 )
 from worker.storage.params import column_value
@@ -41,20 +41,20 @@ def _insert(table: str, columns: str, then: str = "") -> Insert[Any]:
     return Insert(sql=sql.strip(), columns=names)
 
 
-PROMPT: Insert[PromptRecord] = _insert(
+PROMPT: Insert[PromptRow] = _insert(
     "user_prompts",
     "memory_session_id, project, prompt_number, prompt_text, created_at, event_id",
     "ON CONFLICT (memory_session_id, event_id) DO NOTHING",
 )
 # No row back for a duplicate observation (same content hash in the session).
-OBSERVATION: Insert[ObservationRecord] = _insert(
+OBSERVATION: Insert[ObservationRow] = _insert(
     "observations",
     "memory_session_id, project, type, title, subtitle, facts, narrative, concepts, files_read,"
     " files_modified, prompt_number, content_hash, model, type_fallback, source_event_ids,"
     " created_at, created_at_epoch_ms, file_hashes",
     "ON CONFLICT (memory_session_id, content_hash) DO NOTHING RETURNING id",
 )
-SUMMARY: Insert[SummaryRecord] = _insert(
+SUMMARY: Insert[SummaryRow] = _insert(
     "summaries",
     "memory_session_id, project, request, investigated, learned, completed, next_steps, notes,"
     " prompt_number, model, created_at, created_at_epoch_ms",
@@ -86,4 +86,6 @@ ON CONFLICT (memory_session_id) DO UPDATE SET
 WHERE s.fence <= excluded.fence
 """
 # $1 kind, $2 row id: a stored row for the vector index to pick up.
-OUTBOX = "INSERT INTO vector_outbox (kind, row_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+VECTOR_QUEUE_INSERT = (
+    "INSERT INTO vector_outbox (kind, row_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+)

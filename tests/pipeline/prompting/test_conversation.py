@@ -9,11 +9,12 @@ import pytest
 
 from pipeline.events import Event
 from pipeline.prompting.conversation import (
-    RECORDED_CHARS,
-    RECORDED_ITEMS,
+    DIGEST_CHARS,
+    DIGEST_ITEMS,
     Exchange,
+    ObserverState,
+    bounded_digest,
     bounded_history,
-    bounded_recorded,
     conversation_state,
     user_message,
 )
@@ -86,7 +87,7 @@ def test_the_observer_sees_every_call_the_current_request_and_what_is_recorded()
     first = _turn(prompt("s3", 1, "make the login test pass"), *calls)
     state = conversation_state(CODE, "s3", None, first)
     assert "make the login test pass" in state.system
-    state.recorded = ["bugfix: Login test failed on a missing CSRF token"]
+    state.digest = ["bugfix: Login test failed on a missing CSRF token"]
     message, _ = user_message(CODE, first, state, budget)
     for n in range(3):
         assert f"line {n} " + "x" * int(budget * 0.6 - 10) in message  # its head, within budget
@@ -102,7 +103,14 @@ def test_the_observer_sees_every_call_the_current_request_and_what_is_recorded()
 
 def test_what_is_recorded_keeps_the_newest_lines_within_its_bounds() -> None:
     lines = [f"discovery: step {n} " + "y" * 150 for n in range(100)]
-    kept = bounded_recorded(lines)
+    kept = bounded_digest(lines)
     assert kept == lines[-len(kept) :]
-    assert len(kept) <= RECORDED_ITEMS
-    assert sum(map(len, kept)) <= RECORDED_CHARS
+    assert len(kept) <= DIGEST_ITEMS
+    assert sum(map(len, kept)) <= DIGEST_CHARS
+
+
+def test_the_digest_keeps_its_stored_name_so_saved_states_still_load() -> None:
+    saved = b'{"system":"s","recorded":["discovery: Ran the build"]}'  # as memq saved it before
+    state = msgspec.json.decode(saved, type=ObserverState)
+    assert state.digest == ["discovery: Ran the build"]
+    assert msgspec.json.decode(msgspec.json.encode(state))["recorded"] == state.digest

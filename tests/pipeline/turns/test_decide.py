@@ -165,8 +165,8 @@ EXAMPLES: dict[str, list[tuple[Happened, Check]]] = {
             lambda d: d.defer_s == 600.0 and d.counted == 1,
         ),
     ],
-    "(before the call) the fleet is over `MEMQ_RATE_LIMIT_RPM`/`TPM`, or backing off a "
-    "`retry-after`": [
+    "(before the call) the fleet is over `MEMQ_RATE_LIMIT_RPM`/`TPM`, or in a short pause "
+    "after a `retry-after`": [
         (
             Refused(kind=RefusalKind.THROTTLED, reason="rpm", wait_s=4.0),
             lambda d: 4.0 <= d.defer_s <= 5.0 and not d.count_attempt,

@@ -16,9 +16,9 @@ from pipeline import (
     normalise_path,
     patch_paths,
 )
-from pipeline.records import ObservationRecord
+from pipeline.records import ObservationRow
 from pipeline.turns.evidence import ObservationFiles, observation_files, same_file
-from pipeline.turns.turn_records import observation_records
+from pipeline.turns.turn_records import observation_rows
 
 
 def call(
@@ -246,19 +246,19 @@ TWO_CALLS = [
 ]
 
 
-def _records(*named: tuple[list[str], list[str]]) -> list[ObservationRecord]:
-    """The records of one observation per (model files_read, model files_modified) pair."""
+def _records(*named: tuple[list[str], list[str]]) -> list[ObservationRow]:
+    """The rows of one observation per (model files_read, model files_modified) pair."""
     observations = [
         ParsedObservation("discovery", f"o{n}", None, [], "n", [], read, modified)
         for n, (read, modified) in enumerate(named)
     ]
-    return observation_records(
+    return observation_rows(
         observations, TWO_CALLS, session="s1", project="p", prompt_number=1,
         created_at=datetime(2025, 1, 1, tzinfo=UTC), model="m", event_ids=["e1", "e2"],
     )  # fmt: skip
 
 
-def _files(record: ObservationRecord) -> tuple[list[str], list[str], dict[str, str | None]]:
+def _files(record: ObservationRow) -> tuple[list[str], list[str], dict[str, str | None]]:
     return record.files_read or [], record.files_modified or [], record.file_hashes
 
 

@@ -18,7 +18,7 @@ from tests.support.chroma_down import closed_port_url
 from tests.support.claude_mem_db import ClaudeMemDb
 from worker.cli.app import app
 from worker.ingest.hook import run_hook
-from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
+from worker.storage.records import BatchWrite, ObservationRow, PromptRow, SummaryRow
 from worker.storage.sqlite.store import SqliteStore
 
 RUNNER = CliRunner()
@@ -29,8 +29,8 @@ HIT_FIELDS = {
 }  # fmt: skip
 
 
-def obs(title: str, narrative: str, type: str = "bugfix") -> ObservationRecord:
-    return ObservationRecord(
+def obs(title: str, narrative: str, type: str = "bugfix") -> ObservationRow:
+    return ObservationRow(
         memory_session_id="s1",
         project="shop",
         type=type,
@@ -56,7 +56,7 @@ async def _seed(path: Path) -> None:
             fence=1,
             event_ids=["e1"],
             prompts=[
-                PromptRecord(
+                PromptRow(
                     memory_session_id="s1",
                     project="shop",
                     prompt_number=1,
@@ -70,7 +70,7 @@ async def _seed(path: Path) -> None:
                 obs("Cache TTL found", "Product pages are cached for 300 seconds.", "discovery"),
             ],
             summaries=[
-                SummaryRecord(
+                SummaryRow(
                     memory_session_id="s1",
                     project="shop",
                     request="Fix the login test",

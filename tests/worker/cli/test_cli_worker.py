@@ -141,11 +141,12 @@ async def test_stats_json_counts_every_outcome(
     await arq_redis.hincrby(keys.outcomes, "paused", 1)  # a pause, as the quota tests make
     await arq_redis.set(keys.pause("openai"), "quota", px=60_000)
     await publish(arq_redis, settings, tool_call("s5", 1), tool_call("s5", 2))  # not drained
+    await asyncio.sleep(0.5)  # the oldest entry's age is then at least that: a 0 is wrong
     stats = await _memq_json(settings, "stats", "--json")
     assert set(stats) >= {"streams", "outcomes", "paused_providers", "dead_letters", "tokens",
                           "vector_lag"}  # fmt: skip
     assert stats["streams"]["pending"] == 2
-    assert 0 <= stats["streams"]["oldest_pending_age_s"] < 60
+    assert 0.5 <= stats["streams"]["oldest_pending_age_s"] < 60
     counted = ("stored", "deduplicated", "skipped", "paused", "dropped", "retry", "dead")
     assert {k: stats["outcomes"][k] for k in counted} == dict.fromkeys(counted, 1)
     assert stats["paused_providers"] == ["openai"]

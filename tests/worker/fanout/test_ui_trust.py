@@ -20,7 +20,7 @@ from worker.errors import ConfigError
 from worker.fanout.ui.app import check_bind
 from worker.fanout.ui.live import REPLAY_MAX
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
+from worker.sessions.outbox import Outbox
 from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("ui")

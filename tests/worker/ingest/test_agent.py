@@ -32,7 +32,7 @@ from worker.ingest.agent import HOOK_PATH, check_agent_bind
 from worker.ingest.spool import Spool
 from worker.keys import Keys
 from worker.settings import Secret
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 pytestmark = pytest.mark.slow  # runs uvicorn, redis-server and the memq console script
@@ -103,7 +103,7 @@ async def _seed(path: Path) -> None:
             fence=1,
             event_ids=["e1"],
             observations=[
-                ObservationRecord(
+                ObservationRow(
                     memory_session_id="s1",
                     project="shop",
                     type="bugfix",

@@ -119,7 +119,8 @@ async def test_deeply_nested_json_gets_a_400_with_one_line_and_hooks_go_on(
         reply = agent.post(body)
         assert reply.status_code == 400
         assert reply.text == (
-            "memq agent: hook input nested more than 100 levels deep (memq's limit): not recorded\n"
+            "memq agent: hook input nested more than 100 levels deep (memq's limit):"
+            " not published\n"
         )
         assert agent.post(tool_payload("toolu_after")).status_code == 200
         code, _ = agent.stop()

@@ -124,7 +124,7 @@ async def test_a_bad_payload_logs_one_line_exits_0_and_publishes_nothing(
 ) -> None:
     done, _ = _hook(stdin, tmp_path, redis_url)
     assert (done.returncode, done.stdout) == (0, "")
-    assert done.stderr.startswith("memq hook: nothing recorded: ")
+    assert done.stderr.startswith("memq hook: nothing published or spooled: ")
     assert reason in done.stderr
     assert done.stderr.count("\n") == 1
     assert await redis.dbsize() == 0

@@ -125,7 +125,7 @@ def test_a_full_spool_drops_the_event_counts_it_and_says_so(
     assert spool.append([_event(3)]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
-    assert err[0].startswith(f"memq: spool {spool.path} is full (MEMQ_SPOOL_MAX_BYTES=")
+    assert err[0].startswith(f"memq: spool {spool.path} is full ({spool.max_bytes} bytes)")
     assert "event e2 of session s1 dropped (1 dropped so far)" in err[0]
     assert "(2 dropped so far)" in err[1]
     status = spool.status()

@@ -87,7 +87,7 @@ async def test_a_short_wait_is_slept_in_the_turn_unless_the_deadline_is_nearer(
     redis: aioredis.Redis,
 ) -> None:
     gate = _gate(redis)
-    await gate.back_off(0.3, "a provider's retry-after")
+    await gate.pause_shortly(0.3, "a provider's retry-after")
     with pytest.raises(ThrottledError):
         await gate.admit("alpha", time.monotonic() + 0.1)
     started = time.monotonic()

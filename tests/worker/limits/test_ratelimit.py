@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from worker.keys import Keys
 from worker.limits.pauses import Pauses, ProviderPausedError
-from worker.limits.rate_limit import MAX_BACKOFF_S, RateLimiter
+from worker.limits.rate_limit import MAX_SHORT_PAUSE_S, RateLimiter
 
 KEYS = Keys("rl")
 
@@ -94,7 +94,7 @@ async def test_limits_off_admit_everything_and_keep_no_bucket(redis: aioredis.Re
 
 @pytest.mark.parametrize(
     ("first_s", "second_s", "expected_s"),
-    [(0.8, 0.2, 0.8), (0.2, 0.8, 0.8), (600.0, 1.0, MAX_BACKOFF_S)],
+    [(0.8, 0.2, 0.8), (0.2, 0.8, 0.8), (600.0, 1.0, MAX_SHORT_PAUSE_S)],
 )
 async def test_a_retry_after_holds_every_caller_and_the_longer_one_wins(
     redis: aioredis.Redis,
@@ -104,13 +104,13 @@ async def test_a_retry_after_holds_every_caller_and_the_longer_one_wins(
     expected_s: float,
 ) -> None:
     worker_a, worker_b = _limiter(redis), _limiter(second_client, rpm=1000)
-    await worker_a.back_off(first_s, "429 from the provider")
-    await worker_b.back_off(second_s, "429 from the provider")
+    await worker_a.pause_shortly(first_s, "429 from the provider")
+    await worker_b.pause_shortly(second_s, "429 from the provider")
     for limiter in (worker_a, worker_b):
         wait = await limiter.acquire()
         assert expected_s - 0.1 <= wait <= expected_s
     # Only the provider is held: a backoff takes nothing from the buckets.
-    await redis.delete(KEYS.backoff("anthropic"))
+    await redis.delete(KEYS.short_pause("anthropic"))
     assert await worker_b.acquire() == 0
 
 

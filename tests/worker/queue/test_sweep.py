@@ -13,7 +13,13 @@ from arq.connections import ArqRedis
 
 from tests.support.fake_observer import FakeObserver
 from tests.support.worker_harness import make_settings, running_runtime
-from worker.observe.jobs import PRUNE_EVERY_S, PRUNED_AT, prune_due, sweep_sessions
+from worker.sessions.jobs import (
+    PROCESSED_RETENTION,
+    PRUNE_EVERY_S,
+    PRUNED_AT,
+    prune_due,
+    sweep_sessions,
+)
 from worker.storage.protocol import Store
 from worker.storage.records import BatchWrite
 
@@ -39,16 +45,16 @@ async def _processed(store: Store, event_id: str, at: datetime) -> None:
 async def test_the_sweep_prunes_ids_older_than_the_retention_once_an_hour(
     tmp_path: Path, redis_url: str, arq_redis: ArqRedis, fake_observer: FakeObserver
 ) -> None:
-    settings = make_settings(tmp_path, redis_url, fake_observer.url, processed_retention_days="2")
+    settings = make_settings(tmp_path, redis_url, fake_observer.url)
     now = datetime.now(UTC)
     ids = ["old", "recent", "old-later"]
     async with running_runtime(settings, arq_redis) as rt:
-        await _processed(rt.store, "old", now - timedelta(days=2, minutes=1))
-        await _processed(rt.store, "recent", now - timedelta(days=1, hours=23))
+        await _processed(rt.store, "old", now - PROCESSED_RETENTION - timedelta(minutes=1))
+        await _processed(rt.store, "recent", now - PROCESSED_RETENTION + timedelta(hours=1))
         ctx: dict[str, Any] = {"runtime": rt}
         assert await sweep_sessions(ctx) == 0
         assert await rt.store.processed_event_ids("s1", ids) == {"recent"}
-        await _processed(rt.store, "old-later", now - timedelta(days=3))
+        await _processed(rt.store, "old-later", now - PROCESSED_RETENTION - timedelta(days=1))
         await sweep_sessions(ctx)  # the same hour: nothing pruned
         assert await rt.store.processed_event_ids("s1", ids) == {"recent", "old-later"}
         ctx[PRUNED_AT] -= PRUNE_EVERY_S
@@ -69,9 +75,9 @@ async def test_a_failed_pruning_is_logged_and_the_sweep_still_completes(
             await conn.execute("ALTER TABLE processed_events RENAME TO gone")
             await conn.commit()
         ctx: dict[str, Any] = {"runtime": rt}
-        with caplog.at_level(logging.WARNING, logger="worker.observe.jobs"):
+        with caplog.at_level(logging.WARNING, logger="worker.sessions.jobs"):
             assert await sweep_sessions(ctx) == 0
-    (record,) = [r for r in caplog.records if r.name == "worker.observe.jobs"]
+    (record,) = [r for r in caplog.records if r.name == "worker.sessions.jobs"]
     assert "pruning processed_events failed" in record.getMessage()
     assert "no such table: processed_events" in record.getMessage()
     assert PRUNED_AT in ctx

@@ -26,7 +26,7 @@ from worker.search.hybrid import (
 from worker.search.vector_index import ChromaTarget, VectorIndex, VectorMatch
 from worker.search.vector_sync import VectorSync
 from worker.storage.index_records import TextFilter
-from worker.storage.records import BatchWrite, ObservationRecord, SummaryRecord
+from worker.storage.records import BatchWrite, ObservationRow, SummaryRow
 from worker.storage.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -76,8 +76,8 @@ def obs(
     type: str = "bugfix",
     session: str = "s1",
     at: datetime = T0,
-) -> ObservationRecord:
-    return ObservationRecord(
+) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session,
         project=project,
         type=type,
@@ -113,7 +113,7 @@ async def _fix_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
             event_ids=[],
             observations=ROWS,
             summaries=[
-                SummaryRecord(
+                SummaryRow(
                     memory_session_id="s1",
                     project="shop",
                     request="Fix the login test",

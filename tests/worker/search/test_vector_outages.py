@@ -14,7 +14,7 @@ from chromadb.api.types import Documents, Embeddings
 from tests.support.embeddings import HashEmbeddingFunction
 from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer
-from tests.worker.search.test_vectors import batch, obs, outbox
+from tests.worker.search.test_vectors import batch, obs, vector_queue
 from worker.backoff import Backoff
 from worker.search.vector_index import ChromaTarget, VectorIndex
 from worker.search.vector_sync import SyncPolicy, VectorSync
@@ -71,7 +71,7 @@ async def test_rows_stored_during_an_outage_are_not_charged_attempts_and_drain_a
             await store.write_batch(batch(obs(f"During {n}"), fence=1))
             await asyncio.sleep(0.1)
         probes = switch.opens
-        rows = await outbox(store.path)
+        rows = await vector_queue(store.path)
         switch.up = True
 
         async def drained() -> bool:

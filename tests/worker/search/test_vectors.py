@@ -1,4 +1,4 @@
-"""Vector sync: the outbox commits with its row, Chroma outages only lag, ids never duplicate."""
+"""Vector sync: the vector queue commits with its row, Chroma outages only lag, no duplicate ids."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.chroma_down import closed_port_url, failing_chroma
 from tests.support.embeddings import HashEmbeddingFunction
 from worker.backoff import Backoff
+from worker.errors import LeaseLostError
 from worker.search.vector_index import (
     ChromaTarget,
     VectorIndex,
@@ -35,8 +36,7 @@ from worker.search.vector_sync import (
     sync_backoff_s,
 )
 from worker.settings import Settings, load_settings
-from worker.storage.protocol import StaleFenceError
-from worker.storage.records import BatchWrite, ObservationRecord, StoredRow, SummaryRecord
+from worker.storage.records import BatchWrite, ObservationRow, StoredRow, SummaryRow
 from worker.storage.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -50,8 +50,8 @@ def obs(
     facts: list[str] | None = None,
     session: str = "s1",
     subtitle: str | None = None,
-) -> ObservationRecord:
-    return ObservationRecord(
+) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session,
         project="shop",
         type="bugfix",
@@ -68,8 +68,8 @@ def obs(
     )
 
 
-def summary(session: str = "s1") -> SummaryRecord:
-    return SummaryRecord(
+def summary(session: str = "s1") -> SummaryRow:
+    return SummaryRow(
         memory_session_id=session,
         project="shop",
         request="Fix the login test",
@@ -83,7 +83,7 @@ def summary(session: str = "s1") -> SummaryRecord:
     )
 
 
-def batch(*observations: ObservationRecord, fence: int = 1, **kw: Any) -> BatchWrite:
+def batch(*observations: ObservationRow, fence: int = 1, **kw: Any) -> BatchWrite:
     return BatchWrite(
         memory_session_id="s1",
         project="shop",
@@ -130,7 +130,7 @@ def chroma_ids(tmp_path: Path) -> list[str]:
     return sorted(collection.get()["ids"])
 
 
-async def outbox(path: Path) -> list[tuple[Any, ...]]:
+async def vector_queue(path: Path) -> list[tuple[Any, ...]]:
     async with aiosqlite.connect(path) as conn:
         rows = await conn.execute_fetchall(
             "SELECT kind, row_id, state, attempts, last_error IS NOT NULL FROM vector_outbox"
@@ -139,23 +139,23 @@ async def outbox(path: Path) -> list[tuple[Any, ...]]:
     return [tuple(r) for r in rows]
 
 
-async def test_outbox_row_commits_with_each_new_row_only(store: SqliteStore) -> None:
+async def test_a_vector_queue_row_commits_with_each_new_row_only(store: SqliteStore) -> None:
     first = await store.write_batch(batch(obs("A"), obs("B"), summaries=[summary()]))
     again = await store.write_batch(batch(obs("A"), obs("C")))
     assert again.deduplicated == 1
     ids = [r.id for r in first.stored + again.stored if r.kind == "observation"]
-    assert await outbox(store.path) == [
+    assert await vector_queue(store.path) == [
         *[("observation", i, "pending", 0, 0) for i in sorted(ids)],
         ("summary", first.stored[-1].id, "pending", 0, 0),
     ]
     assert await store.vector_lag() == 4
 
 
-async def test_a_refused_batch_leaves_no_outbox_row(store: SqliteStore) -> None:
+async def test_a_refused_batch_leaves_no_vector_queue_row(store: SqliteStore) -> None:
     await store.write_batch(batch(obs("A"), fence=5))
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(batch(obs("B"), fence=4))
-    assert [r[:2] for r in await outbox(store.path)] == [("observation", 1)]
+    assert [r[:2] for r in await vector_queue(store.path)] == [("observation", 1)]
 
 
 def _row(**fields: Any) -> StoredRow:
@@ -271,7 +271,7 @@ async def test_chroma_outage_only_lags_then_drains_without_duplicates(
             assert (result.indexed, result.failed) == (0, 1)
             lags.append(await store.vector_lag())
         assert lags == [1, 2, 3]
-    rows = await outbox(store.path)
+    rows = await vector_queue(store.path)
     assert all(r[2] == "pending" and r[3] >= 1 and r[4] == 1 for r in rows)
     # Backed off: nothing is due right away, so a retry storm is impossible.
     assert (await down.drain_once()).idle

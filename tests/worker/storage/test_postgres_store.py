@@ -15,13 +15,14 @@ from tests.support.ports import free_port
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.search_corpus import load_corpus, store_corpus, top3_hits
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
+from worker.errors import LeaseLostError
 from worker.search.hybrid import SearchResult, search
 from worker.storage.outage import Reachability
 from worker.storage.postgres.schema import SCHEMA_VERSION
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.postgres.text_search import tsquery_text
-from worker.storage.protocol import StaleFenceError, Store, StoreError, StoreUnavailableError
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.protocol import Store, StoreError, StoreUnavailableError
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -29,7 +30,7 @@ T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 def batch(session: str, fence: int, *titles: str) -> BatchWrite:
     observations = [
-        ObservationRecord(
+        ObservationRow(
             memory_session_id=session, project="p", type="change", title=title, subtitle=None,
             facts=[], narrative="x", concepts=[], files_read=[], files_modified=[],
             prompt_number=None, content_hash=f"{session}-{title}", created_at=T0,
@@ -98,7 +99,7 @@ async def test_first_batches_racing_for_a_new_session_keep_the_highest_fence(
         """None when stored, else the stored fence the refusal names."""
         try:
             await stores[fence - 1].write_batch(batch(session, fence, f"from-{fence}"))
-        except StaleFenceError as e:
+        except LeaseLostError as e:
             return e.stored_fence
         return None
 
@@ -126,7 +127,7 @@ async def test_a_write_behind_a_newer_holders_transaction_is_refused_when_it_com
         assert not write.done()  # waits on the session row
         await other.execute("UPDATE sessions SET fence = 6 WHERE memory_session_id = 's1'")
         await tx.commit()
-        with pytest.raises(StaleFenceError) as info:
+        with pytest.raises(LeaseLostError) as info:
             await write
         assert info.value.stored_fence == 6
     finally:

@@ -18,21 +18,21 @@ import pytest
 from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import BACKENDS, Backend, backend_fixture  # noqa: F401
-from worker.errors import ConfigError
+from worker.errors import ConfigError, LeaseLostError
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.postgres import schema as postgres_schema
 from worker.storage.postgres.store import PostgresStore
-from worker.storage.protocol import StaleFenceError, Store, StoreError
+from worker.storage.protocol import Store, StoreError
 from worker.storage.records import (
     BatchWrite,
     DroppedOutput,
     DroppedRow,
-    ObservationRecord,
-    PromptRecord,
+    ObservationRow,
+    PromptRow,
     SessionRow,
     StoredRow,
-    SummaryRecord,
+    SummaryRow,
     TokenUsage,
 )
 from worker.storage.sqlite import schema as sqlite_schema
@@ -64,7 +64,7 @@ def obs(
     facts: Sequence[str] = (),
     at: datetime = T0,
     **fields: Any,
-) -> ObservationRecord:
+) -> ObservationRow:
     defaults: dict[str, Any] = {
         "type": "discovery",
         "subtitle": None,
@@ -74,7 +74,7 @@ def obs(
         "prompt_number": 1,
         "content_hash": compute_observation_content_hash(session, title, narrative, facts),
     }
-    return ObservationRecord(
+    return ObservationRow(
         memory_session_id=session,
         project=project,
         title=title,
@@ -87,8 +87,8 @@ def obs(
 
 def summary(
     request: str = "Do it", *, session: str = "s1", project: str = "p1", at: datetime = T0
-) -> SummaryRecord:
-    return SummaryRecord(
+) -> SummaryRow:
+    return SummaryRow(
         memory_session_id=session,
         project=project,
         request=request,
@@ -188,7 +188,7 @@ async def test_every_record_kind_round_trips(store: Store, backend: Backend) -> 
         source_event_ids=["e1", "e2"],
         at=T0 + timedelta(seconds=1),
     )
-    prompt = PromptRecord(
+    prompt = PromptRow(
         memory_session_id="s1",
         project="p1",
         prompt_number=3,
@@ -388,7 +388,7 @@ async def test_stale_fence_is_refused_and_stores_nothing(store: Store, next_fenc
         ],
         ended=True,
     )
-    with pytest.raises(StaleFenceError) as info:
+    with pytest.raises(LeaseLostError) as info:
         await store.write_batch(stale)
     message = str(info.value)
     assert "s1" in message
@@ -406,7 +406,7 @@ async def test_stale_fence_is_refused_and_stores_nothing(store: Store, next_fenc
 async def test_fence_raised_by_a_new_holder_refuses_the_old_one(store: Store) -> None:
     await store.write_batch(batch(fence=1))
     await store.write_batch(batch(fence=2))
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(batch(fence=1))
 
 
@@ -513,7 +513,7 @@ async def test_observations_with_equal_times_order_by_id(store: Store) -> None:
 
 
 async def test_sessions_list_newest_activity_first_with_counts(store: Store, clock: Clock) -> None:
-    prompt = PromptRecord(
+    prompt = PromptRow(
         memory_session_id="s1",
         project="alpha",
         prompt_number=1,
@@ -681,7 +681,7 @@ _WRITER = """
 import asyncio, sys
 from datetime import UTC, datetime
 from pathlib import Path
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 async def main(path: str, name: str, n: int) -> None:
@@ -690,7 +690,7 @@ async def main(path: str, name: str, n: int) -> None:
         for i in range(n):
             session = f"s{i % 4}"
             observations = [
-                ObservationRecord(memory_session_id=session, project="p", type="change",
+                ObservationRow(memory_session_id=session, project="p", type="change",
                     title=f"{name}-{i}", subtitle=None, facts=[], narrative="x", concepts=[],
                     files_read=[], files_modified=[], prompt_number=None,
                     content_hash=f"{name}-{i}", created_at=datetime.now(UTC))
@@ -962,8 +962,8 @@ async def test_a_database_of_the_previous_schema_gains_file_hashes_and_keeps_its
     assert new.file_hashes == hashes
 
 
-def _prompt(n: int, text: str, *, session: str = "s1") -> PromptRecord:
-    return PromptRecord(
+def _prompt(n: int, text: str, *, session: str = "s1") -> PromptRow:
+    return PromptRow(
         memory_session_id=session,
         project="p1",
         prompt_number=n,

@@ -11,25 +11,25 @@ from worker.storage import listings, statements
 from worker.storage.params import stored_record
 from worker.storage.records import (
     DroppedOutput,
-    ObservationRecord,
-    PromptRecord,
+    ObservationRow,
+    PromptRow,
     StoredRow,
-    SummaryRecord,
+    SummaryRow,
     TokenUsage,
 )
 from worker.storage.rows import RowSelects
 
 AT = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
 INSERTS = [
-    (statements.PROMPT, PromptRecord),
-    (statements.OBSERVATION, ObservationRecord),
-    (statements.SUMMARY, SummaryRecord),
+    (statements.PROMPT, PromptRow),
+    (statements.OBSERVATION, ObservationRow),
+    (statements.SUMMARY, SummaryRow),
     (statements.DROPPED, DroppedOutput),
     (statements.USAGE, TokenUsage),
 ]
 
 
-OBSERVATION = ObservationRecord(
+OBSERVATION = ObservationRow(
     memory_session_id="s1",
     project="p",
     type="change",
@@ -91,7 +91,7 @@ def test_a_stored_record_is_the_row_as_it_reads_back() -> None:
         files_read=[],
         files_modified=["a.py"],
     )
-    summary = SummaryRecord(
+    summary = SummaryRow(
         memory_session_id="s1",
         project="p",
         request="r",

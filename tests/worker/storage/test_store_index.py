@@ -1,4 +1,4 @@
-"""The search side of both Stores: outbox, keyword search, reindex, timeline, lookups by id."""
+"""The search side of both Stores: vector queue, keyword search, reindex, timeline, rows by id."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import pytest
 from pipeline.turns.content_hash import compute_observation_content_hash
 from tests.support.postgres_server import postgres_server_fixture  # noqa: F401
 from tests.support.store_backends import Backend, backend_fixture  # noqa: F401
+from worker.errors import LeaseLostError
 from worker.search.hybrid import match_expression, search
 from worker.storage.index_records import TextFilter, VectorRetry
-from worker.storage.protocol import StaleFenceError, Store
-from worker.storage.records import BatchWrite, ObservationRecord, PromptRecord, SummaryRecord
+from worker.storage.protocol import Store
+from worker.storage.records import BatchWrite, ObservationRow, PromptRow, SummaryRow
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -27,8 +28,8 @@ def obs(
     at: datetime = T0,
     facts: tuple[str, ...] = (),
     concepts: tuple[str, ...] = ("gotcha",),
-) -> ObservationRecord:
-    return ObservationRecord(
+) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=session,
         project=project,
         type=type,
@@ -45,8 +46,8 @@ def obs(
     )
 
 
-def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryRecord:
-    return SummaryRecord(
+def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryRow:
+    return SummaryRow(
         memory_session_id=session,
         project="shop",
         request=request,
@@ -60,7 +61,7 @@ def summary(request: str, *, session: str = "s1", at: datetime = T0) -> SummaryR
     )
 
 
-def batch(*observations: ObservationRecord, session: str = "s1", **kw: object) -> BatchWrite:
+def batch(*observations: ObservationRow, session: str = "s1", **kw: object) -> BatchWrite:
     project = observations[0].project if observations else "shop"
     return BatchWrite(
         memory_session_id=session,
@@ -140,7 +141,7 @@ async def test_keyword_hits_rank_best_first_with_a_highlighted_snippet(searchabl
     assert "[assertion]" in hit.snippet
 
 
-async def test_the_outbox_is_claimed_finished_and_retried(store: Store) -> None:
+async def test_the_vector_queue_is_claimed_finished_and_retried(store: Store) -> None:
     first = await store.write_batch(batch(obs("A"), obs("B"), summaries=[summary("S")]))
     keys = [(r.kind, r.id) for r in first.stored]
     assert await store.vector_lag() == 3
@@ -175,19 +176,19 @@ async def test_the_oldest_waiting_row_dates_the_vector_lag(store: Store) -> None
     assert await store.vector_oldest_pending_ms() is None
 
 
-async def test_a_refused_batch_leaves_no_outbox_row(store: Store) -> None:
+async def test_a_refused_batch_leaves_no_vector_queue_row(store: Store) -> None:
     await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=5,
                                        event_ids=[], observations=[obs("A")]))  # fmt: skip
-    with pytest.raises(StaleFenceError):
+    with pytest.raises(LeaseLostError):
         await store.write_batch(BatchWrite(memory_session_id="s1", project="shop", fence=4,
                                            event_ids=[], observations=[obs("B")]))  # fmt: skip
     assert await store.vector_lag() == 1
 
 
-async def test_with_the_vector_index_off_no_outbox_row_is_written_until_a_reindex(
+async def test_with_the_vector_index_off_no_vector_queue_row_is_written_until_a_reindex(
     backend: Backend,
 ) -> None:
-    off = backend.open(vector_outbox=False)
+    off = backend.open(vector_queue=False)
     await off.write_batch(batch(obs("A"), obs("B"), summaries=[summary("S")]))
     assert await backend.query("SELECT COUNT(*) FROM vector_outbox") == [(0,)]
     assert await off.vector_lag() == 0
@@ -238,7 +239,7 @@ async def test_timeline_interleaves_prompts_observations_and_summaries(store: St
         return T0 + timedelta(seconds=seconds)
 
     prompts = [
-        PromptRecord(memory_session_id="s1", project="shop", prompt_number=n,
+        PromptRow(memory_session_id="s1", project="shop", prompt_number=n,
                      prompt_text=f"ask {n}", created_at=at(10 * n), event_id=f"p{n}")
         for n in (1, 2)
     ]  # fmt: skip

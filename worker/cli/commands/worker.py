@@ -76,9 +76,9 @@ async def run_worker(
     """Connect, check the observer configuration, then run until SIGTERM (or empty, burst);
     with a metrics port, the health server runs beside the worker; under a supervisor, it
     stops itself once the supervisor is gone."""
-    from worker.observe.jobs import build_worker
     from worker.observers.factory import build_observer
     from worker.queue.arq_pool import connect_arq
+    from worker.sessions.jobs import build_worker
 
     # Refuse to start without an observer before touching Redis: one line says what to set.
     await build_observer(settings).aclose()

@@ -16,7 +16,7 @@ from worker.fanout.feed import FanoutConsumer
 from worker.fanout.feed_items import FeedItem, decode_entry, newest_feed_id, parse_feed_id
 from worker.fanout.ui.filters import Filters, matches
 from worker.keys import Keys
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.storage.records import StoredRow
 
 KEEPALIVE_S = 15.0

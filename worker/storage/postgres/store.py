@@ -215,11 +215,11 @@ class PostgresStore(SqlStore):
         url: str,
         *,
         clock: Callable[[], datetime] = utc_now,
-        vector_outbox: bool = True,
+        vector_queue: bool = True,
         search_timeout_s: float | None = None,
     ) -> None:
         self._postgres = PostgresDatabase(url)
-        super().__init__(self._postgres, POSTGRES, clock=clock, vector_outbox=vector_outbox,
+        super().__init__(self._postgres, POSTGRES, clock=clock, vector_queue=vector_queue,
                          search_timeout_s=search_timeout_s)  # fmt: skip
 
     @property

@@ -133,8 +133,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX token_usage_session ON token_usage (memory_session_id)",
     ),
-    # 2: search. The vector outbox (one row per stored observation or summary, written by
-    # write_batch in the row's own transaction, drained into Chroma by
+    # 2: search. The vector queue (table vector_outbox: one row per stored observation or
+    # summary, written by write_batch in the row's own transaction, drained into Chroma by
     # worker/search/vector_sync.py),
     # the resumable `memq reindex` marker, and full-text tables. The FTS tables keep their
     # own copy of the text (not external content) so facts and concepts are indexed as

@@ -184,11 +184,11 @@ class SqliteStore(SqlStore):
         path: Path,
         *,
         clock: Callable[[], datetime] = utc_now,
-        vector_outbox: bool = True,
+        vector_queue: bool = True,
         search_timeout_s: float | None = None,
     ) -> None:
         self._sqlite = SqliteDatabase(path)
-        super().__init__(self._sqlite, SQLITE, clock=clock, vector_outbox=vector_outbox,
+        super().__init__(self._sqlite, SQLITE, clock=clock, vector_queue=vector_queue,
                          search_timeout_s=search_timeout_s)  # fmt: skip
 
     @property

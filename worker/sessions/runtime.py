@@ -13,10 +13,10 @@ from worker.errors import WorkerError
 from worker.keys import Keys
 from worker.limits.admission import CallGate
 from worker.limits.pauses import Pauses
-from worker.observe.observer_state import StateStore
-from worker.observe.outbox import Outbox
 from worker.observers.protocol import Observer
 from worker.queue.scheduling import Scheduler
+from worker.sessions.observer_state import StateStore
+from worker.sessions.outbox import Outbox
 from worker.settings import Settings
 from worker.storage.protocol import Store
 from worker.telemetry.counters import Counters

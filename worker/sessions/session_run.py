@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import time
@@ -14,20 +13,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from pipeline.events import kind_of
 from pipeline.outcomes import JobResult, Outcome
 from pipeline.prompting.conversation import ObserverState
-from pipeline.turns.batching import TurnPlan, plan_turns
 from pipeline.turns.decide import FailureKind, Undecodable, decide
-from pipeline.turns.due import BatchPolicy, Waiting, due_at_ms
-from worker.observe.delivered import Delivered, decode_entries
-from worker.observe.kept_replies import kept_prefix
-from worker.observe.runtime import Runtime
-from worker.observe.turn import TurnRunner
-from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
-from worker.queue.streams import Entry, FencedError, SessionStream
-from worker.settings import Settings
-from worker.storage.protocol import StaleFenceError, StoreError, StoreUnavailableError
+from worker.errors import LeaseLostError
+from worker.queue.leases import Lease, raise_fence_floor
+from worker.queue.streams import Entry, SessionStream
+from worker.sessions.delivered import Delivered, decode_entries
+from worker.sessions.kept_replies import kept_prefix
+from worker.sessions.runtime import Runtime
+from worker.sessions.turn import TurnRunner
+from worker.sessions.turn_reads import plan_entries, read_batch, until_due_s
+from worker.storage.protocol import StoreError, StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +53,10 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
         result, defer_s, waiting_after = await _drive(
             rt, session, lease, rt.states.decode(raw_state)
         )
-    except StaleFenceError as e:
+    except LeaseLostError as e:
         logger.warning("stopped: %s", e)
-        await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
-        result = JobResult.FENCED
-    except (FencedError, LeaseLostError) as e:
-        logger.warning("stopped: %s", e)
+        if e.stored_fence:  # storage refused: Redis may have lost its fence counter
+            await raise_fence_floor(rt.redis, rt.keys, session, e.stored_fence)
         result = JobResult.FENCED
     except StoreUnavailableError as e:
         # The store warned once for the outage; its entries stay pending, no attempt counted.
@@ -143,7 +138,7 @@ async def _drive(
         if rt.stopping.is_set():
             return JobResult.STOPPING, 0.0, None  # the release hands the rest to another worker
         lease.check()
-        entries = await _read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
+        entries = await read_batch(stream, s.batch_max_events, s.batch_wait_ms, claim=claim)
         if not entries:
             break
         claim = True
@@ -151,7 +146,7 @@ async def _drive(
         await _dead_letter(rt, lease, stream, bad)
         try:
             delivered = await _skip_processed(rt, session, lease, stream, delivered)
-        except (StaleFenceError, StoreUnavailableError):
+        except StoreUnavailableError:
             raise  # unreachable storage is waited for by the job's caller, not an attempt
         except StoreError as e:  # storage fails before the turn: an attempt all the same
             failed = await runner.failed(
@@ -171,11 +166,11 @@ async def _drive(
         # little to be worth a call yet: the entries stay pending and the session comes back
         # when they are due (a publish that makes them due brings it forward).
         full = cut or len(entries) >= s.batch_max_events
-        wait_s = 0.0 if full else _until_due_s(delivered, s)
+        wait_s = 0.0 if full else until_due_s(delivered, s)
         if wait_s > 0:
             logger.debug("waiting for more tool calls", extra={"wait_s": round(wait_s, 3)})
             return JobResult.WAITING, wait_s, entries[-1].id
-        turns = _plan(delivered, s)
+        turns = plan_entries(delivered, s)
         for i, (plan, turn_entries) in enumerate(turns):
             if rt.stopping.is_set():
                 return JobResult.STOPPING, 0.0, None
@@ -212,63 +207,6 @@ async def _drive(
         return JobResult.ENDED, 0.0, None
     done = JobResult.YIELDED if asked >= s.turns_per_job else JobResult.DRAINED
     return done, 0.0, None
-
-
-def _until_due_s(delivered: list[Delivered], s: Settings) -> float:
-    """Seconds until the delivered events' turn is due (`pipeline.turns.due`); 0 when it is."""
-    policy = BatchPolicy(
-        max_events=s.batch_max_events,
-        max_chars=s.batch_max_chars,
-        max_wait_ms=int(s.batch_max_wait_s * 1000),
-    )
-    waiting = Waiting(
-        kinds=[kind_of(d.event) for d in delivered],
-        sizes=[len(d.entry.raw or b"") for d in delivered],
-        published_ms=[d.entry.published_ms for d in delivered],
-    )
-    # The entries' times are Redis's clock, `time.time()` this worker's: a skew between them
-    # must never hold a turn longer than the longest wait.
-    wait_s = (due_at_ms(waiting, policy) - time.time() * 1000) / 1000
-    return min(s.batch_max_wait_s, max(0.0, wait_s))
-
-
-def _plan(delivered: list[Delivered], s: Settings) -> list[tuple[TurnPlan, list[Entry]]]:
-    """The batch's turns, each with the stream entries it consumes (acked together)."""
-    plans = plan_turns(
-        [d.event for d in delivered],
-        max_tool_calls=s.batch_max_events,
-        max_chars=s.batch_max_chars,
-        sizes=[len(d.entry.raw or b"") for d in delivered],
-        own_servers=s.own_mcp_servers,
-    )
-    # Turns take the events in order, each once (plan_turns' contract): consecutive slices.
-    turns, start = [], 0
-    for plan in plans:
-        end = start + len(plan.events)
-        turns.append((plan, [d.entry for d in delivered[start:end]]))
-        start = end
-    return turns
-
-
-async def _read_batch(
-    stream: SessionStream, max_events: int, wait_ms: int, *, claim: bool
-) -> list[Entry]:
-    """Pending entries first, then new ones; wait briefly so a burst shares one turn."""
-    entries = await stream.read(max_events, claim=claim)
-    if not entries or len(entries) >= max_events or wait_ms <= 0:
-        return entries
-    age_ms = time.time() * 1000 - entries[-1].published_ms
-    if age_ms >= wait_ms or _flushes(entries):
-        return entries
-    await asyncio.sleep((wait_ms - age_ms) / 1000)
-    return entries + await stream.read(max_events - len(entries), claim=False)
-
-
-def _flushes(entries: list[Entry]) -> bool:
-    # summarize and end flush at once; peeking at the raw JSON avoids a second decode.
-    return any(
-        e.raw is not None and (b'"summarize"' in e.raw or b'"end"' in e.raw) for e in entries
-    )
 
 
 async def _dead_letter(

@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from tests.support.feed_rows import observation, store_rows, summary
 from worker.keys import Keys
-from worker.observe.outbox import Outbox
+from worker.sessions.outbox import Outbox
 from worker.storage.sqlite.store import SqliteStore
 from worker.telemetry.metrics import Metrics
 

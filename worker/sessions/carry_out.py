@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import cast
 
 from pipeline.turns.decide import Conversation, Decision, Entries, Failed, FailureKind, decide
-from worker.observe.runtime import Runtime
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
+from worker.sessions.runtime import Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -87,4 +87,4 @@ class Carrier:
             # A fresh observer conversation, and the dead turn's attempts and kept reply gone.
             await self.rt.redis.delete(self.rt.keys.observer(self.session), attempts, self.kept_key)
         if decision.back_off_s:
-            await self.rt.gate.back_off(decision.back_off_s, reason)
+            await self.rt.gate.pause_shortly(decision.back_off_s, reason)

@@ -17,11 +17,11 @@ from tests.support.feed_rows import observation
 from tests.support.worker_harness import end, make_settings, prompt, summarize, tool_call
 from worker.ingest.producer import event_publish_args
 from worker.keys import CONSUMER_GROUP
-from worker.observe.jobs import observe_session
-from worker.observe.runtime import Runtime
-from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
 from worker.queue.streams import SessionStream
+from worker.sessions.jobs import observe_session
+from worker.sessions.runtime import Runtime
+from worker.sessions.session_run import observe
 from worker.storage.records import BatchWrite
 from worker.storage.sqlite.store import SqliteStore
 from worker.telemetry.metrics import Metrics

@@ -12,6 +12,7 @@ from redis.asyncio.client import Pipeline
 
 from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import (
+    HISTORY_CHARS,
     Exchange,
     ObserverState,
     conversation_state,
@@ -24,9 +25,6 @@ from pipeline.turns.decide import Conversation, FailureKind
 from pipeline.turns.own_tools import OWN_TOOL_REASON
 from pipeline.turns.settle import Answer, HistoryLimits, Settled, oversized, record, settle
 from worker.limits.admission import CALL_REFUSALS
-from worker.observe.carry_out import Carrier
-from worker.observe.kept_replies import Kept, KeptReplies
-from worker.observe.runtime import Runtime
 from worker.observers.errors import (
     ObserverAuthError,
     ObserverError,
@@ -37,7 +35,10 @@ from worker.observers.errors import (
 from worker.observers.protocol import ObserverRequest, Usage
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
-from worker.storage.protocol import StaleFenceError, StoreError, StoreUnavailableError
+from worker.sessions.carry_out import Carrier
+from worker.sessions.kept_replies import Kept, KeptReplies
+from worker.sessions.runtime import Runtime
+from worker.storage.protocol import StoreError, StoreUnavailableError
 from worker.storage.records import BatchWrite
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,7 @@ class TurnRunner:
             return await self._commit(plan, entries, too_large, read_ahead)
         except (ObserverError, TimeoutError) as e:
             return await self._failed(e, entries)
-        limits = HistoryLimits(turns=s.history_turns, chars=s.history_chars)
+        limits = HistoryLimits(turns=s.history_turns, chars=HISTORY_CHARS)
         caps = TurnCaps(max_observations=s.max_observations_per_turn,
                         field_chars=s.field_budget_chars)  # fmt: skip
         now = datetime.now(UTC)
@@ -199,8 +200,6 @@ class TurnRunner:
         )
         try:
             written = await self.rt.store.write_batch(batch)
-        except StaleFenceError:
-            raise
         except StoreUnavailableError:
             # PostgreSQL is not there: keep the paid reply and wait for it (the job stops),
             # counting no attempt, so an outage of any length dead-letters nothing.

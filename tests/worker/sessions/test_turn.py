@@ -18,11 +18,11 @@ from pipeline.turns.batching import TurnPlan, plan_turns
 from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.worker_harness import make_settings, prompt, summarize, tool_call
 from worker.keys import CONSUMER_GROUP
-from worker.observe.runtime import Runtime
-from worker.observe.turn import TurnRunner
 from worker.observers.factory import build_observer
 from worker.queue.leases import Lease
 from worker.queue.streams import Entry, SessionStream
+from worker.sessions.runtime import Runtime
+from worker.sessions.turn import TurnRunner
 from worker.storage.sqlite.store import SqliteStore
 
 SESSION = "t1"
@@ -82,7 +82,7 @@ def _deadline() -> float:
 async def test_a_stored_turn_writes_announces_acks_and_saves_the_conversation(
     rt: Runtime, session: Session, fake_observer: FakeObserver
 ) -> None:
-    fake_observer.script(Reply(text=OBSERVATION))
+    fake_observer.script(Reply(text=OBSERVATION, input_tokens=1200, output_tokens=80))
     plan, entries = await _delivered(
         rt, session, prompt(SESSION, 1, "fix it"), tool_call(SESSION, 2)
     )
@@ -98,12 +98,12 @@ async def test_a_stored_turn_writes_announces_acks_and_saves_the_conversation(
     assert saved is not None
     assert saved == session.runner.state
     assert (saved.prompt_number, saved.told_prompt_number, saved.history) == (1, 1, [])
-    assert saved.recorded == ["discovery: Ran the build"]  # what the next turn is told
+    assert saved.digest == ["discovery: Ran the build"]  # what the next turn is told
     assert (await rt.counters.outcomes())["stored"] == 1
-    tokens = await rt.counters.tokens()
-    assert tokens["input"] > 0
-    # The call's tokens went to the day's budget in the commit's round trip.
-    assert (await rt.gate.budget.state()).used == tokens["input"] + tokens["output"]
+    # The tokens the API reported, counted once and charged to the day's budget in the
+    # commit's round trip (not figures read back from the counters under test).
+    assert await rt.counters.tokens() == {"input": 1200, "cached_input": 0, "output": 80}
+    assert (await rt.gate.budget.state()).used == 1200 + 80
 
 
 async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_budgeted(
@@ -122,7 +122,7 @@ async def test_a_summary_answered_with_observations_is_reminded_and_both_calls_b
     assert second.user == rt.mode.prompts.summary_reminder
     assert session.runner.state is not None
     assert session.runner.state.history == []  # no raw history kept (MEMQ_HISTORY_TURNS=0)
-    assert session.runner.state.recorded == ["summary: fix it"]
+    assert session.runner.state.digest == ["summary: fix it"]
     assert (await rt.gate.budget.state()).used == 330
     # Both calls are the turn's usage, so the cost view counts the reminder too.
     tokens = await rt.counters.tokens()

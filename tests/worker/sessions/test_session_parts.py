@@ -11,12 +11,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from pipeline.prompting.conversation import ObserverState
+from worker.errors import LeaseLostError
 from worker.keys import CONSUMER_GROUP, Keys
-from worker.observe.observer_state import StateStore
-from worker.queue.leases import Lease, LeaseLostError, raise_fence_floor
-from worker.queue.streams import FencedError, SessionStream
-from worker.storage.protocol import StaleFenceError
-from worker.storage.records import BatchWrite, ObservationRecord
+from worker.queue.leases import Lease, raise_fence_floor
+from worker.queue.streams import SessionStream
+from worker.sessions.observer_state import StateStore
+from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
 KEYS = Keys("t")
@@ -43,8 +43,8 @@ async def _add(redis: aioredis.Redis, *values: bytes) -> list[str]:
     return [(await redis.xadd(KEYS.events(SESSION), {"event": v})).decode() for v in values]
 
 
-def _observation(title: str) -> ObservationRecord:
-    return ObservationRecord(
+def _observation(title: str) -> ObservationRow:
+    return ObservationRow(
         memory_session_id=SESSION, project="p", type="discovery", title=title, subtitle=None,
         facts=[], narrative=title, concepts=[], files_read=[], files_modified=[],
         prompt_number=None, content_hash=title, created_at=NOW,
@@ -161,16 +161,16 @@ async def test_a_stale_holder_is_refused_everywhere(
     try:
         await store.write_batch(BatchWrite(memory_session_id=SESSION, project="p",
                                            fence=fresh.token, event_ids=["e0"]))  # fmt: skip
-        with pytest.raises(StaleFenceError):
+        with pytest.raises(LeaseLostError):
             await store.write_batch(BatchWrite(
                 memory_session_id=SESSION, project="p", fence=stale.token, event_ids=["e1"],
                 observations=[_observation("written by the stale holder")],
             ))  # fmt: skip
         assert await store.observations(memory_session_id=SESSION) == []
         (entry,) = await SessionStream(redis, KEYS, SESSION, "consumer-a").read(1)
-        with pytest.raises(FencedError):
+        with pytest.raises(LeaseLostError):
             await stream.ack(stale.token, ids)
-        with pytest.raises(FencedError):
+        with pytest.raises(LeaseLostError):
             await stream.dead_letter(stale.token, [(entry, "nope")])
         assert not await stream.delete_if_drained(stale.token)
         states = StateStore(redis, KEYS)
@@ -230,7 +230,7 @@ async def test_a_lost_fence_counter_recovers_instead_of_refusing_forever(
     await redis.delete(KEYS.fence(SESSION))  # Redis restarted without persistence
     lost = await Lease.acquire(redis, KEYS, SESSION, 5_000)
     assert lost is not None
-    with pytest.raises(StaleFenceError) as info:
+    with pytest.raises(LeaseLostError) as info:
         await store.write_batch(batch(lost.token))
     await lost.release()
     assert info.value.stored_fence == first.token

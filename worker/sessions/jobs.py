@@ -19,13 +19,13 @@ from arq.worker import Function, func
 from pipeline.prompting.mode_files import load_mode
 from worker.keys import Keys
 from worker.logs import bind_session, session_context
-from worker.observe.runtime import Runtime, runtime_from
-from worker.observe.session_run import observe
 from worker.observers.factory import build_observer
 from worker.queue.arq_worker import SHUT_DOWN, MemqWorker
 from worker.queue.scheduling import JOB_FUNCTION, job_deserializer, job_serializer
-from worker.replies import as_text
+from worker.redis_text import as_text
 from worker.search.vector_sync import BackgroundSync, start_vector_sync
+from worker.sessions.runtime import Runtime, runtime_from
+from worker.sessions.session_run import observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.protocol import StoreError
@@ -39,6 +39,9 @@ SWEEP_EVERY_S = 10
 # processed_events pruning, from the sweep: each process at most this often (its first sweep
 # included), so a fleet of N workers prunes N times an hour, each a cheap indexed DELETE.
 PRUNE_EVERY_S = 3600.0
+# How long the replay guard keeps a processed event id. It only matters for stream entries a
+# crash left pending, which are retried within minutes; a week is the producer's dedupe window.
+PROCESSED_RETENTION = timedelta(days=7)
 PRUNED_AT = "processed_pruned_at"
 """arq ctx key: when (time.monotonic()) this process last pruned."""
 
@@ -75,8 +78,8 @@ def prune_due(ctx: dict[str, Any], now: float) -> bool:
 
 
 async def prune_processed_events(rt: Runtime) -> int:
-    """Delete replay-guard rows older than MEMQ_PROCESSED_RETENTION_DAYS; returns how many."""
-    cutoff = datetime.now(UTC) - timedelta(days=rt.settings.processed_retention_days)
+    """Delete replay-guard rows older than PROCESSED_RETENTION; returns how many."""
+    cutoff = datetime.now(UTC) - PROCESSED_RETENTION
     try:
         pruned = await rt.store.prune_processed(cutoff)
     except StoreError as e:
@@ -156,7 +159,7 @@ def build_worker(
 
     async def startup(ctx: dict[str, Any]) -> None:
         ctx["runtime"] = await build_runtime(settings, redis, metrics)
-        # Feeds Chroma from the storage outbox in the background (None: MEMQ_CHROMA=off).
+        # Feeds Chroma from the vector queue in the background (None: MEMQ_CHROMA=off).
         ctx["vector_sync"] = start_vector_sync(settings, ctx["runtime"].store)
 
     async def shutdown(ctx: dict[str, Any]) -> None:
