@@ -89,18 +89,29 @@ class Settled(msgspec.Struct, frozen=True, kw_only=True):
         return self.decision.result
 
 
-def prompt_rows(session: str, plan: TurnPlan) -> list[PromptRow]:
-    """The user requests a turn carries, as rows."""
+def prompt_rows(session: str, plan: TurnPlan, state: ObserverState) -> list[PromptRow]:
+    """The user requests a turn carries, as rows, each numbered as the conversation counts it.
+
+    `state` is the conversation with the turn's requests in it: its number is the last one's.
+    A request published without a number (every agent's hook sends none) takes the number
+    before the next one's.
+    """
+    numbers: list[int] = []
+    following = state.prompt_number
+    for p in reversed(plan.prompts):
+        number = p.prompt_number or max(1, following)
+        numbers.append(number)
+        following = number - 1
     return [
         PromptRow(
             memory_session_id=session,
             project=p.project,
-            prompt_number=p.prompt_number or 0,
+            prompt_number=number,
             prompt_text=p.prompt_text,
             created_at=p.occurred_at,
             event_id=p.event_id,
         )
-        for p in plan.prompts
+        for p, number in zip(plan.prompts, reversed(numbers), strict=True)
     ]
 
 
@@ -108,7 +119,7 @@ def record(
     session: str, plan: TurnPlan, state: ObserverState, *, policy: Policy, now: datetime
 ) -> Settled:
     """A bookkeeping turn (prompts, an end): no observer call, its requests stored."""
-    rows = TurnRows(prompts=prompt_rows(session, plan))
+    rows = TurnRows(prompts=prompt_rows(session, plan, state))
     decision = decide(Bookkeeping(), policy, now=now, jitter=_NO_JITTER)
     return Settled(decision=decision, rows=rows, state=state)
 
@@ -209,7 +220,7 @@ def settle(
         digest=bounded_digest([*state.digest, *digest_lines(observations, summaries)]),
     )
     rows = TurnRows(
-        prompts=prompt_rows(session, plan),
+        prompts=prompt_rows(session, plan, state),
         observations=observations,
         summaries=summaries,
         dropped=dropped,
@@ -254,7 +265,7 @@ def oversized(
     event_ids = [e.event_id for e in plan.events]
     category = decision.category or TOO_LARGE_CATEGORY
     row = _dropped(session, state.project, category, head, event_ids, now, reason, plan)
-    rows = TurnRows(prompts=prompt_rows(session, plan), dropped=[row])
+    rows = TurnRows(prompts=prompt_rows(session, plan, state), dropped=[row])
     return Settled(decision=decision, rows=rows, state=state)
 
 

@@ -167,3 +167,18 @@ def test_a_bookkeeping_turn_records_its_requests_only() -> None:
     assert settled.rows.usage == []
     assert settled.state.prompt_number == 2
     assert settled.state.told_prompt_number == 1  # told with the next observer turn
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["opening", "continued"])
+def test_requests_without_a_number_are_numbered_as_the_conversation_counts_them(
+    fresh: bool,
+) -> None:
+    # Every agent's hook publishes prompts without a number: the rows must not all say 0.
+    first = msgspec.structs.replace(prompt("s1", 1, "first"), prompt_number=None)
+    second = msgspec.structs.replace(prompt("s1", 2, "second"), prompt_number=None)
+    plan = _plan(first, second, end("s1"))
+    state = conversation_state(CODE, "s1", None if fresh else _state(), plan)
+    settled = record("s1", plan, state, policy=POLICY, now=NOW)
+    expected = [(1, "first"), (2, "second")] if fresh else [(2, "first"), (3, "second")]
+    assert [(p.prompt_number, p.prompt_text) for p in settled.rows.prompts] == expected
+    assert settled.state.prompt_number == expected[-1][0]
