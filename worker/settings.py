@@ -33,6 +33,8 @@ _NO_LONGER_READ = {
     " HISTORY_CHARS in pipeline/prompting/conversation.py",
     "MEMQ_PROCESSED_RETENTION_DAYS": "the replay guard keeps ids 7 days,"
     " PROCESSED_RETENTION in worker/sessions/jobs.py",
+    "MEMQ_DEDUPE_WINDOW_S": "a published event id is remembered 7 days,"
+    " DEDUPE_WINDOW_S in worker/ingest/producer.py",
 }
 # The SDKs' own variables, honoured as they are (DESIGN, Configuration).
 _SDK_VARIABLES = {
@@ -82,7 +84,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_event_bytes: Annotated[int, msgspec.Meta(ge=4096)] = 1024 * 1024
     max_pending_per_session: PositiveInt = 10_000
     field_budget_chars: Annotated[int, msgspec.Meta(ge=1000)] = 16_000
-    dedupe_window_s: PositiveInt = 7 * 24 * 3600
     hook_redis_timeout_ms: PositiveInt = 300
     # replicas that must hold a publish before it counts as published (Redis WAIT; 0: none)
     publish_wait_replicas: NonNegativeInt = 0

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 CHUNK_SIZE = 500
+DEDUPE_WINDOW_S = 7 * 24 * 3600
+"""How long a published event id is remembered: a re-send within it stores nothing; as long as
+the replay guard keeps processed ids (PROCESSED_RETENTION)."""
 PUBLISH_WAIT_TIMEOUT_MS = 1000
 """The longest a publish waits for MEMQ_PUBLISH_WAIT_REPLICAS replicas (Redis WAIT): past it,
 a replica that far behind would lose the events in a failover anyway (docs/fleet.md)."""
@@ -182,7 +185,7 @@ class SyncProducer:
         return self.publish_many([event])[0]
 
     def unseen(self, events: Sequence[Event]) -> list[Event]:
-        """The events whose id was not published within MEMQ_DEDUPE_WINDOW_S (one round trip)."""
+        """The events whose id was not published within DEDUPE_WINDOW_S (one round trip)."""
         if not events:
             return []
         seen = self.client.execute("MGET", *(self._keys.seen(e.event_id) for e in events))
@@ -227,7 +230,7 @@ def event_publish_args(
     # Anything but a tool call (a prompt, summary request, end) makes a waiting turn due.
     return publish_args(
         keys, event.memory_session_id, event.event_id, raw,
-        dedupe_ttl_s=s.dedupe_window_s, max_pending=s.max_pending_per_session,
+        dedupe_ttl_s=DEDUPE_WINDOW_S, max_pending=s.max_pending_per_session,
         due_now=not isinstance(event, ToolCall), full_at=s.batch_max_events,
     )  # fmt: skip
 

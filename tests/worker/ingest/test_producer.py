@@ -18,6 +18,7 @@ from tests.support.ingest import stored_bytes
 from worker.errors import BackpressureError, RedisUnavailableError
 from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import (
+    DEDUPE_WINDOW_S,
     Producer,
     PublishRefusedError,
     PublishResult,
@@ -138,7 +139,7 @@ async def test_publish_schedules_one_observe_job_for_the_session(
     assert (job["f"], job["a"]) == ("observe_session", ["s1"])
     assert await redis.smembers(keys.sessions) == {b"s1"}
     ttl = await redis.ttl(keys.seen("p1"))
-    assert settings.dedupe_window_s - 5 <= ttl <= settings.dedupe_window_s
+    assert DEDUPE_WINDOW_S - 5 <= ttl <= DEDUPE_WINDOW_S
 
 
 async def test_order_within_a_batch_is_kept(redis: aioredis.Redis, publish: Publish) -> None:
@@ -313,7 +314,7 @@ def test_sync_producer_sends_the_same_keys_and_args_as_the_scheduler(
         "s1",
         "t1",
         raw,
-        dedupe_ttl_s=settings.dedupe_window_s,
+        dedupe_ttl_s=DEDUPE_WINDOW_S,
         max_pending=settings.max_pending_per_session,
         due_now=not isinstance(EVENTS[1], ToolCall),
         full_at=settings.batch_max_events,
