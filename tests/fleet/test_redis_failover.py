@@ -7,17 +7,20 @@ Redis replicates asynchronously: a publish the primary acknowledged may not have
 replica when the primary dies, and the promoted replica never has it. The first test shows
 this with the replica held 200 ms behind (a slow link): publishes acknowledged just before
 the kill are gone, unless MEMQ_PUBLISH_WAIT_REPLICAS=1 makes each publish wait (Redis WAIT)
-until the replica holds it. With no replica up such a publish is refused, not counted. The
-last runs a fleet (two workers on PostgreSQL, two agent hosts publishing through the command
-hook and `memq agent` with MEMQ_PUBLISH_WAIT_REPLICAS=1) while the primary is killed right
-after a hook published (`tests/support/redis_failover.py`): every call is stored once,
-dropped with a reason or dead-lettered, none is lost, each worker logs the failover once, and
-the old primary comes back as a replica of the new one. `bench/redis_failover.py` runs it
-with the setting off and on, and counts what asynchronous replication loses.
+until the replica holds it. With no replica up such a publish is not counted: both
+producers say so, and the hook spools it. The last runs a fleet (two workers on PostgreSQL,
+two agent hosts publishing through the command hook and `memq agent` with
+MEMQ_PUBLISH_WAIT_REPLICAS=1) while the primary is killed right after a hook published
+(`tests/support/redis_failover.py`): every call is stored once, dropped with a reason or
+dead-lettered, none is lost, each worker logs the failover once, and the old primary comes
+back as a replica of the new one. `bench/redis_failover.py` runs it with the setting off and
+on, and counts what asynchronous replication loses.
 """
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_observer import FakeObserver
+from tests.support.fleet_load import bash_payload
+from tests.support.ingest import console_script, subprocess_env
 from tests.support.postgres_server import PostgresServer, postgres_server_fixture  # noqa: F401
 from tests.support.redis_failover import RATE, SECONDS, run_failover
 from tests.support.sentinel_cluster import SentinelCluster
@@ -86,9 +91,16 @@ def test_a_primary_killed_right_after_publishes_loses_them_unless_publish_waits_
         assert kept == acked[: len(kept)]  # what it has is a prefix: order holds
 
 
+def _hook(env: dict[str, str], body: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [console_script(), "hook", "claude-code"], input=body, env=env,
+        cwd=env["MEMQ_DATA_DIR"], capture_output=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(60)
-async def test_with_no_replica_up_a_waiting_publish_is_refused_by_both_producers(
+async def test_with_no_replica_up_a_waiting_publish_is_not_counted_and_the_hook_spools_it(
     tmp_path: Path,
 ) -> None:
     with SentinelCluster(tmp_path / "redis") as cluster:
@@ -103,9 +115,21 @@ async def test_with_no_replica_up_a_waiting_publish_is_refused_by_both_producers
         async with await Producer.connect(settings) as producer:
             with pytest.raises(PublishNotReplicatedError, match="reached 0 of"):
                 await producer.publish(event)
-        # Redis took it: a re-send once a replica is back is a duplicate, not a second copy.
+        # The command hook, on its own path: the unreplicated call is spooled (exit 0).
+        host = tmp_path / "host"
+        host.mkdir()
+        _, body = bash_payload("hooked", 0)
+        env = subprocess_env(
+            host, cluster.url, MEMQ_PREFIX=settings.prefix, MEMQ_PUBLISH_WAIT_REPLICAS="1"
+        )
+        done = await asyncio.to_thread(_hook, env, body)
+        assert done.returncode == 0
+        assert b"reached 0 of MEMQ_PUBLISH_WAIT_REPLICAS=1" in done.stderr
+        assert (host / "spool" / "events.jsonl").read_bytes().count(b"\n") == 1
+        # Redis took them: a re-send once a replica is back is a duplicate, not a second copy.
         with cluster.primary().client() as primary:
             assert primary.xlen(Keys(settings.prefix).events("alone")) == 1
+            assert primary.xlen(Keys(settings.prefix).events("hooked")) == 1
     assert issubclass(PublishNotReplicatedError, RedisUnavailableError)  # callers spool it
 
 
