@@ -34,12 +34,17 @@ class LuaStartWorker(Worker):
         slot back (arq's keeps it for good)."""
         ttl_ms = int(self.in_progress_timeout_s * 1000)
         for raw_id in job_ids:
+            job_id = raw_id.decode()
+            running = self.tasks.get(job_id)
+            if running is not None and not running.done():
+                # Already running here: a failover's new primary may lack its in-progress key
+                # (replication is asynchronous), and arq keys its running jobs by id.
+                continue
             await self.sem.acquire()
             if self.job_counter >= self.max_jobs:
                 self.sem.release()
                 return
             self.job_counter += 1
-            job_id = raw_id.decode()
             try:
                 score = await _START(
                     self.pool,

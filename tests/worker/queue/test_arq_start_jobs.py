@@ -93,3 +93,21 @@ async def test_a_start_that_loses_redis_gives_its_slot_back() -> None:
         assert await _free_slots(worker) == free
     finally:
         await pool.aclose()
+
+
+async def test_a_job_running_here_is_not_started_again_when_its_claim_is_gone(
+    arq_redis: ArqRedis,
+) -> None:
+    # After a failover the new primary may lack the in-progress key of a job this worker runs
+    # (asynchronous replication): a second run of the same id broke arq's bookkeeping of it.
+    release = asyncio.Event()
+    worker = _worker(arq_redis, release)
+    await arq_redis.enqueue_job("_hold", _job_id="j1", _queue_name=QUEUE)
+    await worker.start_jobs([b"j1"])
+    first = worker.tasks["j1"]
+    await arq_redis.delete(in_progress_key_prefix + "j1")  # the claim the failover lost
+    await worker.start_jobs([b"j1"])
+    assert worker.tasks["j1"] is first
+    assert worker.job_counter == 1
+    release.set()
+    await first
