@@ -52,6 +52,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.charts import Bar, Group, write_chart
 from bench.common import CpuMeter, machine, markdown_table, progress
 from bench.fleet_faults import FAULTS
 from bench.fleet_servers import Servers
@@ -164,6 +165,18 @@ def _row(o: Outcome) -> list[object]:
     ]  # fmt: skip
 
 
+def chart(results: list[Outcome], path: Path) -> Path:
+    """Hook-to-stored p50 and p99 per fault as a bar chart (SVG), from the table's results."""
+    groups = []
+    for o in results:
+        r = o.report
+        pairs = ((50, r.latency_p50_ms), (99, r.latency_p99_ms))
+        bars = [Bar(f"p{q}", v or 0.0, i) for i, (q, v) in enumerate(pairs)]
+        groups.append(Group(f"{o.fault}: {r.stored} of {r.published} stored once", bars))
+    title = "A fleet under faults: hook to stored, ms (the observer's 1-2 s included)"
+    return write_chart(path, title, "ms", groups)
+
+
 @contextmanager
 def private_postgres() -> Iterator[PostgresServer]:
     """A private PostgreSQL cluster for the whole bench (a fresh database per fault)."""
@@ -199,6 +212,7 @@ def main() -> None:
     parser.add_argument("--vectors-s", type=float, default=30.0, help="then for every vector")
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated")
     parser.add_argument("--workdir", type=Path, help="keep the fleets' dirs and logs here")
+    parser.add_argument("--chart", type=Path, help="also write the latency chart (SVG) here")
     args = parser.parse_args()
     faults = [f.strip() for f in args.faults.split(",") if f.strip()]
     unknown = sorted(set(faults) - set(FAULTS))
@@ -220,6 +234,8 @@ def main() -> None:
         print(f"* {o.fault}: {o.what}; spool flushes {o.report.spool_flushes}, hook failures"
               f" {o.report.hook_failures}, worker starts {o.report.worker_starts}, outbox rows"
               f" not yet marked indexed {o.report.vector_outbox_pending}")  # fmt: skip
+    if args.chart:
+        print(f"\nchart: {chart(results, args.chart)}")
     sys.stdout.flush()
     if not all(o.as_expected() for o in results):
         sys.exit(1)
