@@ -135,8 +135,9 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
     defer_s: float = 0.0
     pause_provider_s: float | None = None
     """Pause the provider fleet-wide (`<prefix>:pause:<provider>`) for this long."""
-    back_off_s: float | None = None
-    """Hold the provider's calls fleet-wide (`<prefix>:backoff:<provider>`): a retry-after."""
+    short_pause_s: float | None = None
+    """A short pause of the provider's calls fleet-wide (`<prefix>:backoff:<provider>`): a
+    retry-after."""
     conversation: Conversation = Conversation.CONTINUES
     count_attempt: bool = False
     """Add one to the turn's failed attempts."""
@@ -242,7 +243,7 @@ def _failed(failure: Failed, policy: Policy, jitter: float) -> Decision:
         reason=failure.reason,
         defer_s=delay,
         # The provider wants every caller to wait, not just this session.
-        back_off_s=failure.retry_after_s or None,
+        short_pause_s=failure.retry_after_s or None,
         count_attempt=True,
         conversation=Conversation.KEPT,
     )

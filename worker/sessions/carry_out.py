@@ -3,7 +3,7 @@
 What to do is `pipeline.turns.decide`'s; this module only does it, in the turn runner's old
 order: the attempt counted first (a crash after it still counts it), the entries dead-lettered
 before the outcome is counted, the conversation reset once they are gone, the fleet-wide
-backoff last.
+short pause last.
 """
 
 from __future__ import annotations
@@ -86,5 +86,5 @@ class Carrier:
         if decision.conversation is Conversation.RESET:
             # A fresh observer conversation, and the dead turn's attempts and kept reply gone.
             await self.rt.redis.delete(self.rt.keys.observer(self.session), attempts, self.kept_key)
-        if decision.back_off_s:
-            await self.rt.gate.pause_shortly(decision.back_off_s, reason)
+        if decision.short_pause_s:
+            await self.rt.gate.pause_shortly(decision.short_pause_s, reason)

@@ -134,13 +134,13 @@ EXAMPLES: dict[str, list[tuple[Happened, Check]]] = {
         (_failed(FailureKind.TRANSIENT, attempts=3), lambda d: 8.0 <= d.defer_s <= 16.0),
         (
             _failed(FailureKind.TRANSIENT, retry_after_s=30.0),
-            lambda d: d.defer_s == d.back_off_s == 30.0,
+            lambda d: d.defer_s == d.short_pause_s == 30.0,
         ),
         (
             _failed(FailureKind.TRANSIENT, retry_after_s=10 * MAX_RETRY_AFTER_S),
             lambda d: d.defer_s == MAX_RETRY_AFTER_S,
         ),
-        (_failed(FailureKind.PERMANENT, attempts=3), lambda d: d.back_off_s is None),
+        (_failed(FailureKind.PERMANENT, attempts=3), lambda d: d.short_pause_s is None),
     ],
     "storage fails before or during the commit": [
         (_failed(FailureKind.STORAGE), lambda d: d.count_attempt and d.counted == 1),
