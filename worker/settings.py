@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import msgspec
 
 from worker.errors import ConfigError
+from worker.secret import Secret
 
 if TYPE_CHECKING:
     from pipeline.turns.decide import Policy
@@ -43,28 +44,6 @@ _SDK_VARIABLES = {
     "OPENAI_API_KEY": "openai_api_key",
     "OPENAI_BASE_URL": "openai_base_url",
 }
-
-
-class Secret:
-    """A string that never shows itself in a repr, a log line or a traceback."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """The secret value, for the one place that needs it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('**********')"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

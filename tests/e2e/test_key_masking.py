@@ -21,8 +21,8 @@ from tests.support.fake_observer import FakeObserver, Reply
 from tests.support.ingest import REPO, console_script, subprocess_env
 from tests.support.worker_checks import dead_letters, outcomes
 from tests.support.worker_harness import make_settings, publish, running_runtime, tool_call
+from worker.secret import Secret
 from worker.sessions.session_run import observe
-from worker.settings import Secret
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from worker.connect.sentinel import parse_sentinel_url
-from worker.settings import Secret, Settings, load_settings, settings_variables
+from worker.secret import Secret
+from worker.settings import Settings, load_settings, settings_variables
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from worker.errors import ConfigError
-from worker.settings import Secret, Settings, load_settings, read_settings_file, settings_variables
+from worker.secret import Secret
+from worker.settings import Settings, load_settings, read_settings_file, settings_variables
 
 SETTINGS_DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 

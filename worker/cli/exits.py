@@ -15,7 +15,8 @@ from pipeline.errors import PipelineError
 from worker import settings
 from worker.errors import ConfigError, WorkerError
 from worker.private_files import tighten_data_dir
-from worker.settings import Secret, Settings
+from worker.secret import Secret
+from worker.settings import Settings
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1

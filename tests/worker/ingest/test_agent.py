@@ -31,7 +31,7 @@ from worker.errors import ConfigError
 from worker.ingest.agent import HOOK_PATH, check_agent_bind
 from worker.ingest.spool import Spool
 from worker.keys import Keys
-from worker.settings import Secret
+from worker.secret import Secret
 from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 
