@@ -159,7 +159,7 @@ async def _fleet(root: Path, runs: int) -> list[list[object]]:
                     len(run.lost_to_replication), len(r.lost), r.duplicated,
                     len(r.order_problems), f"{run.promoted_s:.1f}", f"{run.settled_s:.0f}",
                     _ms(r.latency_p50_ms), _ms(r.latency_p99_ms), run.failover_lines,
-                    run.followed_s, run.tracebacks,
+                    run.followed_s, len(run.tracebacks),
                 ])  # fmt: skip
     finally:
         observer.close()

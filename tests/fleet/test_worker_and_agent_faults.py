@@ -5,10 +5,10 @@ two agent hosts (each its own data dir and spool) publish Claude Code tool calls
 pace through the real command hook, which relays to the host's `memq agent`; the fake
 observer answers in 1-2 s. While the calls flow, worker 0 is killed with SIGKILL while one
 of its turns waits on the observer (and started again, as a supervisor would), and host 0's
-agent is killed with SIGKILL and started again 3 s later. Afterwards every published call
-is stored exactly once (or dropped with a reason, or dead-lettered): the killed worker's turn
-is retaken by a worker, the hooks that found no agent published by themselves, and each
-session's observations were committed in order.
+agent is killed with SIGKILL after the host's second hook of the load and started again 3 s
+later. Afterwards every published call is stored exactly once (or dropped with a reason, or
+dead-lettered): the killed worker's turn is retaken by a worker, the hooks that found no
+agent published by themselves, and each session's observations were committed in order.
 """
 
 from __future__ import annotations
@@ -61,15 +61,24 @@ async def test_a_worker_killed_mid_turn_and_an_agent_killed_lose_and_duplicate_n
     ) as fleet:
         progress = LoadResult()
         load = asyncio.create_task(fleet.load(seconds=SECONDS, rate=RATE, into=progress))
+
+        async def agent_fault() -> tuple[float, int, float]:
+            # Paced by the load, not by the worker fault (which waits on worker 0 getting a
+            # turn, late on a busy machine): the agent is down while host 0's hooks still run.
+            await next_publish(progress, host=0)
+            # Right after a hook the agent answered: the agent may still hold it in its spool.
+            await next_publish(progress, host=0)
+            killed_at = time.time()
+            await asyncio.to_thread(fleet.kill_agent, 0)
+            spooled = fleet.hosts[0].spooled_lines()
+            await asyncio.sleep(AGENT_DOWN_S)
+            back_at = time.time()
+            await asyncio.to_thread(fleet.restart_agent, 0)
+            return killed_at, spooled, back_at
+
+        agent = asyncio.create_task(agent_fault())
         killed_mid_turn = await asyncio.to_thread(fleet.kill_worker_mid_turn, 0, timeout_s=20)
-        # Right after a hook the agent answered: the agent may still hold it in its spool.
-        await next_publish(progress, host=0)
-        agent_killed_at = time.time()
-        await asyncio.to_thread(fleet.kill_agent, 0)
-        spooled_at_kill = fleet.hosts[0].spooled_lines()
-        await asyncio.sleep(AGENT_DOWN_S)
-        agent_back_at = time.time()
-        await asyncio.to_thread(fleet.restart_agent, 0)
+        agent_killed_at, spooled_at_kill, agent_back_at = await agent
         result = await load
         settled = await fleet.settle(result, timeout_s=60)
         report = await fleet.report(result)

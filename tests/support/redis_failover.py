@@ -97,7 +97,7 @@ async def run_failover(
         worker_exits=exits,
         failover_lines=[log.count(FAILOVER_LINE) for log in logs],
         followed_s=[_followed_s(log, killed_wall) for log in logs],
-        tracebacks=sum(log.count("Traceback") for log in logs),
+        tracebacks=[t for log in logs for t in _tracebacks(log)],
         took_s=time.monotonic() - started,
     )
 
@@ -114,7 +114,7 @@ class FailoverRun(msgspec.Struct, kw_only=True):
     worker_exits: list[int]
     failover_lines: list[int]  # per worker: log lines naming the failover
     followed_s: list[float | None]  # per worker: kill -9 -> its line naming the new primary
-    tracebacks: int  # in the workers' logs
+    tracebacks: list[str]  # in the workers' logs: each one's log line, to show in a failure
 
     took_s: float
 
@@ -124,7 +124,7 @@ class FailoverRun(msgspec.Struct, kw_only=True):
             f"promoted in {self.promoted_s:.1f} s, settled {self.settled_s:.0f} s after the kill;"
             f" lost to replication {len(self.lost_to_replication)}; failover log lines"
             f" {self.failover_lines} (after {_seconds(self.followed_s)}), tracebacks"
-            f" {self.tracebacks}; {self.report.line()};"
+            f" {len(self.tracebacks)}; {self.report.line()};"
             f" {self.took_s:.1f} s"
         )
 
@@ -136,6 +136,11 @@ def _followed_s(log: str, killed_at: float) -> float | None:
             ts = json.loads(line)["ts"]
             return round(datetime.fromisoformat(ts).timestamp() - killed_at, 1)
     return None
+
+
+def _tracebacks(log: str) -> list[str]:
+    """The log lines that hold a traceback (a JSON line carries it whole)."""
+    return [line[-2000:] for line in log.splitlines() if "Traceback" in line]
 
 
 def _seconds(values: list[float | None]) -> str:

@@ -15,6 +15,8 @@ from arq import Worker, cron
 from arq.connections import ArqRedis
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.prompting.mode_files import load_mode
 from worker.keys import Keys
@@ -57,12 +59,17 @@ async def sweep_sessions(ctx: dict[str, Any]) -> int:
     """Schedule a job for every session that has entries but no live job; returns how many."""
     rt = runtime_from(ctx)
     scheduled = 0
-    async for raw in rt.redis.sscan_iter(rt.keys.sessions, count=500):
-        session = as_text(raw)
-        if await rt.scheduler.sweep(session) is not None:
-            scheduled += 1
-            with session_context(session):
-                logger.info("sweep scheduled a stranded session")
+    try:
+        async for raw in rt.redis.sscan_iter(rt.keys.sessions, count=500):
+            session = as_text(raw)
+            if await rt.scheduler.sweep(session) is not None:
+                scheduled += 1
+                with session_context(session):
+                    logger.info("sweep scheduled a stranded session")
+    except (RedisConnectionError, RedisTimeoutError) as e:
+        # A failover or restart mid-sweep: the next sweep, SWEEP_EVERY_S later, goes on.
+        logger.info("sweep cut off, Redis lost: %s", e)
+        return scheduled
     if prune_due(ctx, time.monotonic()):
         await prune_processed_events(rt)
     return scheduled
