@@ -28,7 +28,9 @@ async def no_fault(fleet: Fleet, servers: Servers, progress_: LoadResult) -> str
 
 async def worker_kill(fleet: Fleet, servers: Servers, progress_: LoadResult) -> str:
     killed = await asyncio.to_thread(fleet.kill_worker_mid_turn, 0, timeout_s=30)
-    return "worker 0 killed mid-turn" if killed else "worker 0 had no turn in flight: not killed"
+    return (
+        "worker 0 killed mid-turn" if killed == 0 else "worker 0 had no turn in flight: not killed"
+    )
 
 
 async def agent_kill(fleet: Fleet, servers: Servers, progress_: LoadResult) -> str:

@@ -153,17 +153,20 @@ class Fleet:
             self.workers[index].start()
 
     def kill_worker_mid_turn(
-        self, index: int, *, timeout_s: float = 30.0, restart: bool = True
-    ) -> bool:
-        """`kill -9` worker `index` while one of its turns waits on the observer.
+        self, index: int | None = None, *, timeout_s: float = 30.0, restart: bool = True
+    ) -> int | None:
+        """`kill -9` worker `index` (None: whichever worker's turn reaches the observer first)
+        while one of its turns waits on the observer; the index killed.
 
-        False (and no kill) if none of its turns reached the observer within `timeout_s`.
+        None (and no kill) if no such turn reached the observer within `timeout_s`.
         """
-        worker = self.workers[index]
-        if not self.pace.wait_in_flight(worker.model, timeout_s):
-            return False
-        self.kill_worker(index, restart=restart)
-        return True
+        slots = self.workers if index is None else [self.workers[index]]
+        model = self.pace.wait_in_flight([w.model for w in slots], timeout_s)
+        if model is None:
+            return None
+        killed = next(w.index for w in slots if w.model == model)
+        self.kill_worker(killed, restart=restart)
+        return killed
 
     def restart_worker(self, index: int) -> None:
         """Start slot `index` again after `kill_worker(…, restart=False)`."""

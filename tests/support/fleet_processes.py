@@ -110,10 +110,15 @@ class PacedObserver:
         with self._lock:
             return self._in_flight[model]
 
-    def wait_in_flight(self, model: str, timeout_s: float) -> bool:
-        """Block until a call of `model` is in flight; False after `timeout_s`."""
+    def wait_in_flight(self, models: list[str], timeout_s: float) -> str | None:
+        """Block until a call of one of `models` is in flight: that model (the first listed of
+        those in flight); None after `timeout_s`."""
+
+        def flying() -> str | None:
+            return next((m for m in models if self._in_flight[m] > 0), None)
+
         with self._lock:
-            return self._lock.wait_for(lambda: self._in_flight[model] > 0, timeout_s)
+            return self._lock.wait_for(flying, timeout_s)
 
 
 class FleetWorker:
