@@ -38,10 +38,13 @@ class SyncPolicy(msgspec.Struct, frozen=True, kw_only=True):
     """Sleep when nothing is due."""
     backoff: Backoff = Backoff(base_s=1.0, max_s=300.0)
     """Capped so that an outage costs one attempt per row per five minutes at most."""
-    lease_s: float = 300.0
-    """A claimed row whose worker died is claimed again after this."""
-    call_timeout_s: float = 120.0
-    """Embedding and upserting one batch (the HTTP client has its own, shorter timeouts)."""
+    lease_s: float = 60.0
+    """A claimed row whose worker died is claimed again after this: its vectors wait that long.
+    Longer than a batch may take (`call_timeout_s`); a batch that outlives it anyway is only
+    indexed twice (an upsert by id)."""
+    call_timeout_s: float = 45.0
+    """Embedding and upserting one batch: 64 rows take about a second on a CPU, and the HTTP
+    client has its own, shorter timeouts (5 s to connect, 30 s to read)."""
     probe: Backoff = Backoff(base_s=1.0, max_s=30.0)
     """While the index fails, a heartbeat is sent this often before any row is claimed again:
     rows are not charged an attempt per probe, and indexing resumes within 30 s of its return."""

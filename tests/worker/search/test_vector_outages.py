@@ -172,3 +172,28 @@ async def test_rows_indexed_as_the_store_went_away_are_marked_once_it_is_back(
         await store.aclose()
     finally:
         server.stop()
+
+
+async def test_rows_a_killed_worker_had_claimed_are_indexed_by_another_a_minute_later(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "memq.db")
+    await store.write_batch(batch(obs("A"), obs("B")))
+    index = embedded_index(tmp_path)
+    lease_s = SyncPolicy().lease_s  # every worker's
+    assert lease_s == 60  # docs/fleet.md: "wait out the claim (1 minute)"
+    now = [1_800_000_000.0]
+    # A worker claims the rows as its sync does, then is killed before it indexes them.
+    claimed_ms = int(now[0] * 1000)
+    jobs = await store.claim_vector_jobs(
+        limit=64, now_ms=claimed_ms, lease_until_ms=claimed_ms + int(lease_s * 1000)
+    )
+    assert len(jobs) == 2
+    other = VectorSync(store, lambda: index, clock=lambda: now[0])
+    now[0] += lease_s - 1
+    assert await other.drain() == 0  # still the killed worker's
+    now[0] += 2
+    assert await other.drain() == 2
+    assert index.count() == 4  # two documents a row
+    assert await store.vector_lag() == 0
+    await store.aclose()
