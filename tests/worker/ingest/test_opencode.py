@@ -109,6 +109,17 @@ def test_summarize_end_and_session_start() -> None:
     assert (start.session_start, start.events, start.project) == (True, [], "webapp")
 
 
+def test_a_summarize_or_end_sent_twice_has_one_event_id_from_the_plugins_key() -> None:
+    for hook in ("summarize", "end"):
+        first, again, other = (_read(hook, event_key=k).events[0] for k in ("k1", "k1", "k2"))
+        assert first.event_id == again.event_id != other.event_id
+        twin = "summarize" if hook == "end" else "end"
+        assert first.event_id != _read(twin, event_key="k1").events[0].event_id
+    # A plugin older than the key: a random id, as before (never two events as one).
+    unkeyed = {_read("summarize").events[0].event_id for _ in range(2)}
+    assert len(unkeyed) == 2
+
+
 def test_an_unknown_hook_records_nothing() -> None:
     assert _read("session.compacted").events == []
 

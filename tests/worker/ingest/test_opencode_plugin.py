@@ -221,4 +221,11 @@ def test_without_the_endpoint_the_plugin_pipes_each_event_to_memq_hook(
     assert systems == [["OpenCode's own", "CTX"]] * 2
     bodies = [json.loads(line) for line in record.read_text().splitlines()]
     assert [b["hook"] for b in bodies].count("session_start") == 1
-    _check_events(_decoded([b for b in bodies if b["hook"] != "session_start"]))
+    events = _decoded([b for b in bodies if b["hook"] != "session_start"])
+    _check_events(events)
+    if endpoint_state == "refusing the token":
+        # The post it refused and the fallback carried one JSON: one event id for each event,
+        # the summarize and the end included (their key is the plugin's own).
+        posted = _decoded([b for _, _, b in endpoint.posts if b["hook"] != "session_start"])
+        assert [e.event_id for e in posted] == [e.event_id for e in events]
+        assert all(e.event_id.startswith("oc-") and len(e.event_id) == 43 for e in events)

@@ -20,6 +20,8 @@ event to `memq agent` at `/hooks/opencode` (or, when that is down, pipes it to
     failed        tool_call: bash exited non-zero, or the MCP result has `isError`
     last_assistant_message   summarize: the session's last assistant text part
     reason        end: why the session ended (`dispose` when OpenCode shut down)
+    event_key     summarize, end: the plugin's own id for the event (the event id derives
+                  from it; a plugin older than it gets a random event id)
 
 `session_start` records nothing: the answer is the project's context (the SessionStart
 JSON Claude Code gets), which the plugin adds to the system prompt.
@@ -62,6 +64,7 @@ class OpenCodePayload(msgspec.Struct, frozen=True, kw_only=True):
     failed: bool = False
     last_assistant_message: str | None = None
     reason: str | None = None
+    event_key: str | None = None
 
 
 decode_payload = PayloadDecoder(OpenCodePayload, "OpenCode plugin payload")
@@ -111,9 +114,11 @@ def _events(
         ]
     if payload.hook == "summarize":
         message = payload.last_assistant_message
-        return [Summarize(event_id=_random_id(), last_assistant_message=message, **common)]
+        event_id = _derived_id(session, "summarize", payload.event_key)
+        return [Summarize(event_id=event_id, last_assistant_message=message, **common)]
     if payload.hook == "end":
-        return [End(event_id=_random_id(), reason=payload.reason, **common)]
+        event_id = _derived_id(session, "end", payload.event_key)
+        return [End(event_id=event_id, reason=payload.reason, **common)]
     return []  # session_start, and events a newer plugin sends that memq does not record
 
 

@@ -30,6 +30,11 @@ export const MemqPlugin = async ({ directory, worktree }) => {
   let queue = Promise.resolve(); // events go out one after another, in order
   let warned = false;
 
+  // A summarize or an end has no OpenCode id: the plugin makes one, and the post and its
+  // command fallback carry the same JSON, so an event delivered twice is stored once.
+  const eventKey = () =>
+    globalThis.crypto?.randomUUID?.() ?? `${Date.now()}-${Math.random().toString(36).slice(2)}`;
+
   const body = (hook, sessionID, fields = {}) =>
     JSON.stringify({ hook, session_id: sessionID, directory, worktree, ...fields });
 
@@ -168,12 +173,15 @@ export const MemqPlugin = async ({ directory, worktree }) => {
         }
       } else if (event?.type === "session.idle" && active.has(props.sessionID)) {
         const message = lastText.get(props.sessionID) ?? null;
-        send("summarize", props.sessionID, { last_assistant_message: message });
+        const fields = { last_assistant_message: message, event_key: eventKey() };
+        send("summarize", props.sessionID, fields);
       }
     },
 
     dispose: async () => {
-      for (const sessionID of active) send("end", sessionID, { reason: "dispose" });
+      for (const sessionID of active) {
+        send("end", sessionID, { reason: "dispose", event_key: eventKey() });
+      }
       active.clear();
       await queue;
     },
