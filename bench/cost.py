@@ -24,9 +24,9 @@ import asyncpg
 
 from bench.common import machine, markdown_table, percentile
 from bench.databases import private_postgres
-from worker.storage.params import epoch_ms, iso_utc
 from worker.storage.postgres.store import PostgresStore
 from worker.storage.protocol import Store
+from worker.storage.sql.params import epoch_ms, iso_utc
 from worker.storage.sqlite.store import SqliteStore
 
 SIZES = (10_000, 100_000, 400_000)

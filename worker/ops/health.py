@@ -27,7 +27,7 @@ from worker.ops.stats import stream_stats
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.protocol import Store, StoreError, StoreUnavailableError
-from worker.storage.sql_store import one_line
+from worker.storage.sql.store import one_line
 from worker.telemetry.metrics import FleetFigures, Metrics
 
 logger = logging.getLogger(__name__)

@@ -869,7 +869,7 @@ async def test_prune_processed_forgets_only_old_event_ids(
 async def test_prune_processed_deletes_a_backlog_in_chunks(
     store: Store, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("worker.storage.sql_maintenance.PRUNE_CHUNK_ROWS", 2)
+    monkeypatch.setattr("worker.storage.sql.maintenance.PRUNE_CHUNK_ROWS", 2)
     old = [f"old{i}" for i in range(5)]
     await store.write_batch(batch(event_ids=old))
     clock.advance(86_400)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.storage.dialect import Dialect
 from worker.storage.postgres.text_search import text_search
-from worker.storage.rows import RowSelects
+from worker.storage.sql.dialect import Dialect
+from worker.storage.sql.rows import RowSelects
 
 _LOCK_SESSION_FENCE = "SELECT fence FROM sessions WHERE memory_session_id = $1 FOR UPDATE"
 

@@ -16,8 +16,8 @@ from worker.storage.outage import reachability
 from worker.storage.postgres.dialect import POSTGRES
 from worker.storage.postgres.schema import migrate_schema
 from worker.storage.protocol import SearchTimeoutError, StoreError, StoreUnavailableError
-from worker.storage.sql_conn import Params, Row
-from worker.storage.sql_store import SqlStore, one_line, utc_now
+from worker.storage.sql.conn import Params, Row
+from worker.storage.sql.store import SqlStore, one_line, utc_now
 
 _CONNECT_TIMEOUT_S = 10.0
 _POOL_MAX = 4

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from worker.storage.index_records import TABLE_OF, RowKind, TextFilter
-from worker.storage.sql_conn import Query
-from worker.storage.sql_index import search_kinds
+from worker.storage.sql.conn import Query
+from worker.storage.sql.indexing import search_kinds
 
 # NULL for an empty list, which concat_ws skips.
 _WORDS = "(SELECT string_agg(w, ' ') FROM jsonb_array_elements_text(t.{col}) AS w)"

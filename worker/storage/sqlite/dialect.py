@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from worker.storage.dialect import Dialect
-from worker.storage.params import json_list
-from worker.storage.rows import RowSelects
+from worker.storage.sql.dialect import Dialect
+from worker.storage.sql.params import json_list
+from worker.storage.sql.rows import RowSelects
 from worker.storage.sqlite.text_search import text_search
 
 # BEGIN IMMEDIATE holds the write lock, so the fence read stays current until COMMIT.

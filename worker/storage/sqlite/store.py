@@ -16,8 +16,8 @@ from typing import Any
 import aiosqlite
 
 from worker.storage.protocol import SearchTimeoutError, StoreError
-from worker.storage.sql_conn import Params, Row
-from worker.storage.sql_store import SqlStore, one_line, utc_now
+from worker.storage.sql.conn import Params, Row
+from worker.storage.sql.store import SqlStore, one_line, utc_now
 from worker.storage.sqlite.dialect import SQLITE
 from worker.storage.sqlite.schema import configure, migrate_schema, rollback
 

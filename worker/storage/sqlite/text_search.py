@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from worker.storage.index_records import TABLE_OF, RowKind, TextFilter
-from worker.storage.sql_conn import Query
-from worker.storage.sql_index import search_kinds
+from worker.storage.sql.conn import Query
+from worker.storage.sql.indexing import search_kinds
 
 _SNIPPET = "snippet({table}, -1, '[', ']', '…', 14)"
 # FTS5's snippet() is quadratic in a row's hits (16,000 hits of one word: 3.6 s; a stored reply

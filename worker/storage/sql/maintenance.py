@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from worker.storage.protocol import IMPORTED_EVENT_PREFIX, PRUNE_CHUNK_ROWS, StoreError
-from worker.storage.sql_conn import SqlDatabase
+from worker.storage.sql.conn import SqlDatabase
 
 # $1 cutoff (ISO text), $2 LIKE pattern of the ids kept, $3 rows per statement.
 _PRUNE_PROCESSED = """

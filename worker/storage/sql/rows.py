@@ -9,7 +9,7 @@ import msgspec
 
 from worker.storage.index_records import TABLE_OF, RowKind
 from worker.storage.records import CostDay, DroppedRow, SessionRow, StoreCounts, StoredRow
-from worker.storage.sql_conn import Row
+from worker.storage.sql.conn import Row
 
 T = TypeVar("T")
 _decode_list = msgspec.json.Decoder(list[str])

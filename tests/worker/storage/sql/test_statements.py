@@ -7,8 +7,6 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from worker.storage import listings, statements
-from worker.storage.params import stored_record
 from worker.storage.records import (
     DroppedOutput,
     ObservationRow,
@@ -17,7 +15,9 @@ from worker.storage.records import (
     SummaryRow,
     TokenUsage,
 )
-from worker.storage.rows import RowSelects
+from worker.storage.sql import listings, statements
+from worker.storage.sql.params import stored_record
+from worker.storage.sql.rows import RowSelects
 
 AT = datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
 INSERTS = [

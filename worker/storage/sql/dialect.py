@@ -2,7 +2,7 @@
 
 Statements number their parameters ($1); SQLite's connection adapter reads them as ?1.
 Each comment names the parameters in order. The statements both spell alike are written once
-(worker/storage/statements.py, listings.py).
+(worker/storage/sql/statements.py, listings.py).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from worker.storage.index_records import TextFilter
-from worker.storage.rows import RowSelects
-from worker.storage.sql_conn import Query
+from worker.storage.sql.conn import Query
+from worker.storage.sql.rows import RowSelects
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,12 +7,13 @@ from datetime import UTC, date, datetime, timedelta
 
 import msgspec
 
-from worker.storage import listings, records
-from worker.storage import params as p
-from worker.storage import rows as r
-from worker.storage.dialect import Dialect
+from worker.storage import records
 from worker.storage.index_records import TABLE_OF, RowKind, TimelineEntry
-from worker.storage.sql_conn import SqlConn, SqlDatabase
+from worker.storage.sql import listings
+from worker.storage.sql import params as p
+from worker.storage.sql import rows as r
+from worker.storage.sql.conn import SqlConn, SqlDatabase
+from worker.storage.sql.dialect import Dialect
 
 _TIMELINE_ORDER = {"prompt": 0, "observation": 1, "summary": 2}
 

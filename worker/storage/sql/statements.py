@@ -18,7 +18,7 @@ from pipeline.records import (
     SummaryRow,
     TokenUsage,
 )
-from worker.storage.params import column_value
+from worker.storage.sql.params import column_value
 
 R = TypeVar("R", bound=msgspec.Struct)
 

@@ -6,8 +6,8 @@ its indexes. $1 is always the limit.
 
 from __future__ import annotations
 
-from worker.storage.rows import RowSelects
-from worker.storage.sql_conn import Query
+from worker.storage.sql.conn import Query
+from worker.storage.sql.rows import RowSelects
 
 _SESSIONS = """
 SELECT s.memory_session_id, s.project, s.started_at, s.last_activity_at, s.ended_at,

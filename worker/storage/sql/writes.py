@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from worker.errors import LeaseLostError
-from worker.storage import params as p
-from worker.storage import statements as s
-from worker.storage.dialect import Dialect
 from worker.storage.index_records import TABLE_OF
 from worker.storage.records import BatchResult, BatchWrite, StoredRow
-from worker.storage.sql_conn import SqlConn, SqlDatabase
+from worker.storage.sql import params as p
+from worker.storage.sql import statements as s
+from worker.storage.sql.conn import SqlConn, SqlDatabase
+from worker.storage.sql.dialect import Dialect
 
 
 async def write_batch(

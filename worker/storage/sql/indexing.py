@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from worker.storage.dialect import Dialect
 from worker.storage.index_records import (
     TABLE_OF,
     ReindexStart,
@@ -14,8 +13,9 @@ from worker.storage.index_records import (
     VectorJob,
     VectorRetry,
 )
-from worker.storage.sql_conn import SqlConn, SqlDatabase
-from worker.storage.sql_read import fetch_by_keys
+from worker.storage.sql.conn import SqlConn, SqlDatabase
+from worker.storage.sql.dialect import Dialect
+from worker.storage.sql.reads import fetch_by_keys
 
 _FINISH = (
     "UPDATE vector_outbox SET state = 'done', done_at = $1, last_error = NULL"

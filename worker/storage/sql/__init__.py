@@ -1,0 +1,1 @@
+"""The Store logic both SQL backends share: reads, writes, the search side, row mappings."""
