@@ -36,7 +36,7 @@ from worker.http_serving import (
 )
 from worker.ingest.agent_publisher import DRAIN_S, AgentPublisher
 from worker.ingest.agents import AGENTS
-from worker.ingest.agents.registry import HookPayloadError
+from worker.ingest.agents.payload import HookPayloadError
 from worker.ingest.hook_input import prepare_all, read_hook_input
 from worker.ingest.relay import RELAY_QUERY, TARGET_HEADER, target
 from worker.settings import Settings

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from pipeline.errors import PipelineError
 from worker.errors import ConfigError, RedisUnavailableError
 from worker.ingest.agents import AGENTS
-from worker.ingest.agents.registry import HookPayloadError
+from worker.ingest.agents.payload import HookPayloadError
 from worker.ingest.hook_input import HookInput, prepare_all, read_hook_input
 from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import PublishRefusedError, SyncProducer

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from pipeline.events import Event
-from worker.ingest.agents.registry import HookPayloadError, reader_for
+from worker.ingest.agents.payload import HookPayloadError
+from worker.ingest.agents.registry import reader_for
 from worker.ingest.file_hashes import with_file_hashes
 from worker.ingest.prepare import PreparedEvent
 from worker.ingest.producer import prepare_event

@@ -15,7 +15,8 @@ from pipeline.events import End, Prompt, Summarize, ToolCall
 from tests.support.ingest import closed_port_url, console_script, subprocess_env
 from worker.ingest.agents import AGENTS
 from worker.ingest.agents.claude_code import HookPayloadError, tool_event_id
-from worker.ingest.agents.registry import AgentHook, reader_for
+from worker.ingest.agents.payload import AgentHook
+from worker.ingest.agents.registry import reader_for
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "codex"
 NOW = datetime(2026, 12, 1, 21, 9, tzinfo=UTC)

@@ -22,7 +22,8 @@ from worker.ingest.agents.gemini import (
     tool_output_text,
     user_prompt,
 )
-from worker.ingest.agents.registry import AgentHook, HookPayloadError, reader_for
+from worker.ingest.agents.payload import AgentHook, HookPayloadError
+from worker.ingest.agents.registry import reader_for
 from worker.ingest.prepare import prepare_encoded
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gemini"

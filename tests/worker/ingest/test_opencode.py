@@ -11,7 +11,8 @@ import pytest
 
 from pipeline.events import End, Prompt, Summarize, ToolCall
 from worker.ingest.agents import AGENTS, opencode
-from worker.ingest.agents.registry import HookPayloadError, reader_for
+from worker.ingest.agents.payload import HookPayloadError
+from worker.ingest.agents.registry import reader_for
 
 NOW = datetime(2026, 12, 1, 21, 18, tzinfo=UTC)
 SESSION = "ses_dcc86c9aeffe3GC9sE0ONUURhX"

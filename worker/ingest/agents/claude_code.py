@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import (
+from worker.ingest.agents.payload import (
     SESSION_START,
     AgentHook,
     HookPayloadError,

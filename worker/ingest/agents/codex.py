@@ -20,7 +20,7 @@ import msgspec
 from pipeline.events import Event, ToolCall
 from worker.ingest.agents import claude_code
 from worker.ingest.agents.codex_rollout import has_failed, read_turn_calls
-from worker.ingest.agents.registry import SESSION_START, AgentHook, PayloadDecoder
+from worker.ingest.agents.payload import SESSION_START, AgentHook, PayloadDecoder
 
 __all__ = ["AGENT", "read_hook"]
 

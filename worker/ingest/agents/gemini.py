@@ -18,7 +18,7 @@ import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
 from pipeline.redaction.privacy import strip_private_tags
-from worker.ingest.agents.registry import (
+from worker.ingest.agents.payload import (
     SESSION_START,
     AgentHook,
     HookPayloadError,

@@ -39,7 +39,7 @@ from typing import Any
 import msgspec
 
 from pipeline.events import End, Event, Prompt, Summarize, ToolCall
-from worker.ingest.agents.registry import AgentHook, HookPayloadError, PayloadDecoder, SessionId
+from worker.ingest.agents.payload import AgentHook, HookPayloadError, PayloadDecoder, SessionId
 from worker.ingest.agents.responses import slim_response
 
 __all__ = ["AGENT", "OpenCodePayload", "decode_payload", "plugin_source", "read_hook"]
