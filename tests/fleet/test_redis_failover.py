@@ -154,6 +154,8 @@ async def test_a_fleet_that_waits_for_a_replica_loses_nothing_in_a_redis_failove
     assert report.duplicated == 0
     assert report.order_problems == []
     assert report.stored + report.dropped + report.dead == report.published >= SECONDS * RATE * 0.8
-    # Each worker said it once, and no traceback per event.
-    assert run.failover_lines == [1, 1]
+    # Each worker said it once per failover it followed (one, unless a starved machine made
+    # the sentinels fail over again: a worker may then follow both at once), and no traceback.
+    assert run.switches >= 1
+    assert all(1 <= lines <= run.switches for lines in run.failover_lines), run.failover_lines
     assert run.tracebacks == [], "\n".join(run.tracebacks)

@@ -83,6 +83,7 @@ async def run_failover(
             keys = Keys(fleet.prefix)
             unseen = {e for e in report.lost if not await fleet.redis.exists(keys.seen(e))}
             rejoined = await rejoin
+            switches = cluster.switches()
             exits = [w.index for w in fleet.workers if not w.alive()]
             logs = [_worker_log(fleet, w.index) for w in fleet.workers]
     finally:
@@ -95,6 +96,7 @@ async def run_failover(
         settled_s=settled_s,
         old_primary_claimed_master=rejoined,
         worker_exits=exits,
+        switches=switches,
         failover_lines=[log.count(FAILOVER_LINE) for log in logs],
         followed_s=[_followed_s(log, killed_wall) for log in logs],
         tracebacks=[t for log in logs for t in _tracebacks(log)],
@@ -112,6 +114,7 @@ class FailoverRun(msgspec.Struct, kw_only=True):
     settled_s: float  # kill -9 -> every call processed or dead-lettered
     old_primary_claimed_master: bool  # seen as a master when it came back, before sentinel
     worker_exits: list[int]
+    switches: int  # failovers the sentinels made: the kill's, and any a starved machine added
     failover_lines: list[int]  # per worker: log lines naming the failover
     followed_s: list[float | None]  # per worker: kill -9 -> its line naming the new primary
     tracebacks: list[str]  # in the workers' logs: each one's log line, to show in a failure
@@ -122,7 +125,8 @@ class FailoverRun(msgspec.Struct, kw_only=True):
         """One line for a test's output."""
         return (
             f"promoted in {self.promoted_s:.1f} s, settled {self.settled_s:.0f} s after the kill;"
-            f" lost to replication {len(self.lost_to_replication)}; failover log lines"
+            f" lost to replication {len(self.lost_to_replication)}; sentinel failovers"
+            f" {self.switches}, failover log lines"
             f" {self.failover_lines} (after {_seconds(self.followed_s)}), tracebacks"
             f" {len(self.tracebacks)}; {self.report.line()};"
             f" {self.took_s:.1f} s"

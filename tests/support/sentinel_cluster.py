@@ -230,13 +230,14 @@ class SentinelCluster:
         assert old is not None, "kill_primary first"
         old.start()
         claimed_master = old.replication().get("role") == "master"
-        new_port = self.primary().port
 
         def following() -> bool:
+            # The primary now, read at each look: on a starved machine the sentinels may fail
+            # over once more (the promoted primary judged down), and it follows that one.
             info = old.replication()
             return (
                 info.get("role") == "slave"
-                and info.get("master_port") == new_port
+                and info.get("master_port") == self.sentinels[0].master_port()
                 and info.get("master_link_status") == "up"
             )
 
@@ -245,6 +246,12 @@ class SentinelCluster:
         self._wait(following, timeout_s, lambda: f"the old primary: {old.replication()}")
         self.killed = None
         return claimed_master
+
+    def switches(self) -> int:
+        """Failovers the sentinels carried out so far, as the first one logged them (its
+        `+switch-master` lines): the ones this cluster caused and any it did not."""
+        log = self.sentinels[0].workdir / "sentinel.log"
+        return log.read_text(errors="replace").count("+switch-master") if log.exists() else 0
 
     def stop(self) -> None:
         """Stop everything (sentinels first, so none starts a failover on the way out)."""
