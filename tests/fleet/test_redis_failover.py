@@ -115,6 +115,12 @@ async def test_with_no_replica_up_a_waiting_publish_is_not_counted_and_the_hook_
         async with await Producer.connect(settings) as producer:
             with pytest.raises(PublishNotReplicatedError, match="reached 0 of"):
                 await producer.publish(event)
+        # `memq agent`'s client, on the hook's short timeout: WAIT stays within it, so the
+        # answer is "too few replicas", not a read timed out as if Redis were gone.
+        short = settings.hook_redis_timeout_ms
+        async with await Producer.connect(settings, timeout_ms=short) as producer:
+            with pytest.raises(PublishNotReplicatedError, match="reached 0 of"):
+                await producer.publish(event)
         # The command hook, on its own path: the unreplicated call is spooled (exit 0).
         host = tmp_path / "host"
         host.mkdir()

@@ -5,7 +5,8 @@ answers what it would print (SessionStart: the project's context; otherwise an e
 Events are prepared like the command hook's and handed to `AgentPublisher`, so the answer
 never waits for Redis. Loopback only unless MEMQ_AGENT_TOKEN is set; bodies past
 MEMQ_AGENT_MAX_BODY_BYTES get a 413; connections past MEMQ_AGENT_MAX_CONNECTIONS a 503, and
-`/healthz` a 503 while the publisher is stuck (MEMQ_AGENT_STALL_S).
+`/healthz` a 503 while the publisher is stuck (MEMQ_AGENT_STALL_S). `/metrics` counts where
+the events went (`worker/ingest/agent_metrics.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import PlainTextResponse, Response
@@ -127,6 +129,10 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         stall = publisher.stall()
         return PlainTextResponse("ok\n") if stall is None else _line(503, stall)
 
+    async def metrics(request: Request) -> Response:
+        # Counts only, no hook content: open like /healthz, for the host's scraper.
+        return Response(publisher.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await publisher.start()
@@ -139,6 +145,7 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         routes=[
             Route(HOOKS_PREFIX + "{agent}", hook, methods=["POST"]),
             Route("/healthz", healthz),
+            Route("/metrics", metrics),
         ],
         lifespan=lifespan,
     )

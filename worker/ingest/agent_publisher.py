@@ -17,12 +17,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from worker.errors import ConfigError, RedisUnavailableError
+from worker.ingest.agent_metrics import AgentMetrics
 from worker.ingest.prepare import PreparedEvent
-from worker.ingest.producer import Producer, PublishRefusedError, SyncProducer
+from worker.ingest.producer import (
+    Producer,
+    PublishNotReplicatedError,
+    PublishRefusedError,
+    SyncProducer,
+)
 from worker.ingest.spool import Spool
 from worker.settings import Settings
 
 if TYPE_CHECKING:
+    from worker.ingest.producer import PublishResult
     from worker.ingest.spool import FlushResult
 
 logger = logging.getLogger(__name__)
@@ -39,9 +46,17 @@ _BEHIND_SPOOL = "older events wait in the spool"
 class AgentPublisher:
     """Queues hook events for a background publisher; spools what Redis cannot take now."""
 
-    def __init__(self, settings: Settings, *, queue_batches: int = QUEUE_BATCHES) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        queue_batches: int = QUEUE_BATCHES,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
         self.settings = settings
         self.spool = Spool.from_settings(settings)
+        self.metrics = metrics or AgentMetrics()
+        self.metrics.watch(self.spool.status, lambda: self.stall() is not None)
         self._queue: asyncio.Queue[Sequence[PreparedEvent]] = asyncio.Queue(queue_batches)
         self._producer: Producer | None = None
         self._spooling = self.spool.pending()  # older events first: they are flushed before
@@ -68,9 +83,10 @@ class AgentPublisher:
                 self._queue.put_nowait(events)
                 return
             except asyncio.QueueFull:
-                await self._spool(events, f"{self._queue.maxsize} hook requests wait to publish")
+                reason = f"{self._queue.maxsize} hook requests wait to publish"
+                await self._spool(events, reason, "queue_full")
                 return
-        await self._spool(events, _BEHIND_SPOOL)
+        await self._spool(events, _BEHIND_SPOOL, "behind_spool")
 
     async def keep(self, events: Sequence[PreparedEvent]) -> None:
         """Spool the events behind everything queued before them: on disk once this returns.
@@ -80,7 +96,7 @@ class AgentPublisher:
         """
         self._note_work()
         self._spooling = True
-        await self._spool([*self._take_queued(), *events], _BEHIND_SPOOL)
+        await self._spool([*self._take_queued(), *events], _BEHIND_SPOOL, "durable")
 
     async def submit_within(
         self, events: Sequence[PreparedEvent], timeout_s: float, *, durable: bool = False
@@ -148,7 +164,7 @@ class AgentPublisher:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         left = self._take_queued()
         if left:
-            await self._spool(left, "memq agent stopping")
+            await self._spool(left, "memq agent stopping", "stopping")
 
     async def _publish_forever(self) -> None:
         while True:
@@ -163,7 +179,7 @@ class AgentPublisher:
                 await self._publish(batch)
             except asyncio.CancelledError:
                 # Perhaps published already: a flush skips an event id it has seen.
-                await asyncio.shield(self._spool(batch, "memq agent stopping"))
+                await asyncio.shield(self._spool(batch, "memq agent stopping", "stopping"))
                 raise
             finally:
                 self._busy -= 1
@@ -173,24 +189,31 @@ class AgentPublisher:
 
     async def _publish(self, batch: list[PreparedEvent]) -> None:
         if self._spooling:  # behind events already spooled, so the order holds
-            await self._spool(batch, _BEHIND_SPOOL)
+            await self._spool(batch, _BEHIND_SPOOL, "behind_spool")
             return
         try:
             producer = await self._connect()
-            await producer.publish_many(batch)
+            results = await producer.publish_many(batch)
         except PublishRefusedError as e:
+            self._count_published(e.results)
             refused = [ev for ev, r in zip(batch, e.results, strict=True) if r.status == "refused"]
             self._spooling = True
-            await self._spool(refused, str(e))
+            await self._spool(refused, str(e), "backpressure")
         except (RedisUnavailableError, ConfigError) as e:
             self._spooling = True
-            await self._spool(batch + self._take_queued(), f"Redis unavailable ({e})")
+            await self._spool(batch + self._take_queued(), f"Redis unavailable ({e})", _kind(e))
         except Exception as e:
             # Anything else (a bug, a reply we did not expect) must not end the publishing
             # task: the batch and what waits behind it go to the spool, in order.
             logger.exception("publishing failed: %s", e)
             self._spooling = True
-            await self._spool(batch + self._take_queued(), f"publish failed ({type(e).__name__})")
+            reason = f"publish failed ({type(e).__name__})"
+            await self._spool(batch + self._take_queued(), reason, "publish_failed")
+        else:
+            self._count_published(results)
+
+    def _count_published(self, results: Sequence[PublishResult]) -> None:
+        self.metrics.published.inc(sum(r.status == "added" for r in results))
 
     async def _connect(self) -> Producer:
         if self._producer is None:
@@ -225,6 +248,7 @@ class AgentPublisher:
             return None
         self._flush_failing = False
         if result is not None and result.published:
+            self.metrics.flushed.inc(result.published)
             logger.info("published %d spooled event(s)", result.published)
         if result is not None and result.refused:
             logger.warning("%s; %d event(s) stay spooled", result.refused, result.remaining)
@@ -242,7 +266,8 @@ class AgentPublisher:
             self._queue.task_done()
         return events
 
-    async def _spool(self, events: Sequence[PreparedEvent], reason: str) -> None:
+    async def _spool(self, events: Sequence[PreparedEvent], reason: str, kind: str) -> None:
+        """Append `events` to the spool; `reason` for the log line, `kind` for the metric."""
         if not events:
             return
         self._note_work()
@@ -254,6 +279,16 @@ class AgentPublisher:
             self._progress_at = time.monotonic()
         finally:
             self._appending -= 1
+        self.metrics.spooled.labels(kind).inc(kept)
         # Every request spools while Redis is away: one line per event would flood the log.
         level = logging.DEBUG if reason == _BEHIND_SPOOL else logging.WARNING
         logger.log(level, "%s: %d event(s) spooled in %s", reason, kept, self.spool.path)
+
+
+def _kind(e: RedisUnavailableError | ConfigError) -> str:
+    """The spool metric's reason for a publish Redis did not take."""
+    if isinstance(e, PublishNotReplicatedError):
+        return "not_replicated"
+    if isinstance(e, RedisUnavailableError):
+        return "redis_unavailable"
+    return "publish_failed"  # a ConfigError: the URL or credentials are wrong

@@ -57,6 +57,14 @@ class PublishNotReplicatedError(RedisUnavailableError):
     """Redis took the events but too few replicas hold them yet: not counted as published."""
 
 
+def wait_timeout_ms(client_timeout_ms: int | None) -> int:
+    """How long a publish's WAIT may take: within the client's own timeout (two thirds of it),
+    so that WAIT's answer is read, not cut off as Redis not answering."""
+    if not client_timeout_ms:
+        return PUBLISH_WAIT_TIMEOUT_MS
+    return max(1, min(PUBLISH_WAIT_TIMEOUT_MS, client_timeout_ms * 2 // 3))
+
+
 def replication_message(events: int, replicas: int, wanted: int, timeout_ms: int) -> str:
     """The one-line reason given when WAIT saw fewer replicas than MEMQ_PUBLISH_WAIT_REPLICAS."""
     return (
@@ -85,9 +93,10 @@ def backpressure_message(session: str, limit: int) -> str:
 class Producer:
     """Publishes events from asyncio code (redis-py, pipelined batches)."""
 
-    def __init__(self, redis: Redis, settings: Settings) -> None:
+    def __init__(self, redis: Redis, settings: Settings, timeout_ms: int | None = None) -> None:
         self.redis = redis
         self.settings = settings
+        self._timeout_ms = timeout_ms  # the client's, which a WAIT must stay within
         self._keys = Keys(settings.prefix)
         self._scheduler = Scheduler(redis, self._keys)
 
@@ -96,7 +105,7 @@ class Producer:
         """A producer on MEMQ_REDIS_URL or the managed Redis."""
         from worker.connect.redis_client import connect_redis
 
-        return cls(await connect_redis(settings, timeout_ms=timeout_ms), settings)
+        return cls(await connect_redis(settings, timeout_ms=timeout_ms), settings, timeout_ms)
 
     async def aclose(self) -> None:
         """Close the Redis client."""
@@ -128,8 +137,9 @@ class Producer:
                 )
                 await script(keys=keys, args=args, client=pipe)
             wanted = self.settings.publish_wait_replicas
+            wait_ms = wait_timeout_ms(self._timeout_ms)
             if wanted:
-                pipe.execute_command("WAIT", wanted, PUBLISH_WAIT_TIMEOUT_MS)
+                pipe.execute_command("WAIT", wanted, wait_ms)
             try:
                 # Error replies come back as values: raised, redis-py's message would quote
                 # every command of the pipeline, each event's JSON with it.
@@ -139,7 +149,7 @@ class Producer:
             if failed := next((r for r in replies if isinstance(r, Exception)), None):
                 raise RedisUnavailableError(f"publish failed: {type(failed).__name__}: {failed}")
             if wanted:
-                _check_replicas(replies.pop(), len(chunk), wanted, PUBLISH_WAIT_TIMEOUT_MS)
+                _check_replicas(replies.pop(), len(chunk), wanted, wait_ms)
             results.extend(_result(p.event, *r) for p, r in zip(chunk, replies, strict=True))
         _raise_if_refused(results, self.settings)
         return results
@@ -200,8 +210,7 @@ class SyncProducer:
                 commands.append(["SCRIPT", "LOAD", PUBLISH_LUA])
             commands.extend(self._command(p) for p in chunk)
             wanted = self.settings.publish_wait_replicas
-            # Within the client's own timeout, so that WAIT's answer is read, not cut off.
-            wait_ms = min(PUBLISH_WAIT_TIMEOUT_MS, self.client.timeout_ms * 2 // 3 or 1 << 30)
+            wait_ms = wait_timeout_ms(self.client.timeout_ms)
             if wanted:
                 commands.append(["WAIT", wanted, wait_ms])
             replies = self.client.pipeline(commands)

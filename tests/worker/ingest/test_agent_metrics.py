@@ -1,0 +1,108 @@
+"""`memq agent`'s /metrics: what it published itself, what it spooled and why, what it flushed
+later, and what waits in the spool now, against a real redis-server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.hook_agent import KINDS, agent_settings, eventually, payload, running_agent
+from tests.support.redis_server import RedisServer
+from worker.ingest.agent import HOOK_PATH
+from worker.ingest.agent_metrics import SPOOL_REASONS
+
+pytestmark = pytest.mark.slow  # runs uvicorn and redis-server processes
+
+# Stop re-sends the turn's Bash call (read back from the transcript): one event more, which
+# Redis has seen (a duplicate, not counted as published).
+EVENTS = len(KINDS) + 1
+ADDED = len(KINDS)
+
+
+async def _samples(client: httpx.AsyncClient) -> dict[str, float]:
+    answer = await client.get("/metrics")
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain")
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(answer.text):
+        for s in family.samples:
+            if s.name.startswith("memq_agent_") and not s.name.endswith("_created"):
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
+    return samples
+
+
+async def _post_all(client: httpx.AsyncClient, session: str = "m1") -> None:
+    for name, _ in KINDS:
+        body = payload(name, session_id=session)
+        assert (await client.post(HOOK_PATH, content=body)).status_code == 200
+
+
+def _spooled(reason: str) -> str:
+    return f'memq_agent_spooled_events_total{{reason="{reason}"}}'
+
+
+async def test_events_published_spooled_while_redis_is_down_and_flushed_after(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        async with running_agent(agent_settings(tmp_path / "data", server.url)) as client:
+            before = await _samples(client)
+            assert {_spooled(r) for r in SPOOL_REASONS} <= before.keys()
+            assert before["memq_agent_stalled"] == 0
+            await _post_all(client)
+
+            async def published() -> bool:
+                return (await _samples(client))["memq_agent_published_events_total"] == ADDED
+
+            await eventually(published)
+            server.stop()
+            await _post_all(client, "m2")  # new events: a flush of old ones would add nothing
+
+            async def spooled() -> bool:
+                now = await _samples(client)
+                return now[_spooled("redis_unavailable")] + now[_spooled("behind_spool")] == EVENTS
+
+            await eventually(spooled)
+            down = await _samples(client)
+            assert down["memq_agent_spool_events"] == EVENTS
+            assert down[_spooled("redis_unavailable")] >= 1
+            server.start()
+
+            async def flushed() -> bool:
+                return (await _samples(client))["memq_agent_flushed_events_total"] == ADDED
+
+            await eventually(flushed, timeout_s=10)
+            after = await _samples(client)
+    finally:
+        server.stop()
+    assert after["memq_agent_spool_events"] == 0
+    assert after["memq_agent_published_events_total"] == ADDED  # the flush counts apart
+    assert sum(after[_spooled(r)] for r in SPOOL_REASONS) == EVENTS
+
+
+async def test_publishes_too_few_replicas_confirmed_are_counted_as_not_replicated(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path / "redis").start()  # no replica: WAIT 1 never confirms
+    settings = agent_settings(tmp_path / "data", server.url, publish_wait_replicas=1)
+    try:
+        async with running_agent(settings) as client:
+            await _post_all(client)
+
+            async def spooled() -> bool:
+                now = await _samples(client)
+                return now[_spooled("not_replicated")] + now[_spooled("behind_spool")] == EVENTS
+
+            await eventually(spooled, timeout_s=15)
+            now = await _samples(client)
+    finally:
+        server.stop()
+    assert now[_spooled("not_replicated")] >= 1
+    assert now[_spooled("redis_unavailable")] == 0
+    assert now["memq_agent_published_events_total"] == 0
+    assert now["memq_agent_spool_events"] == EVENTS
