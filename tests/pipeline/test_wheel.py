@@ -54,6 +54,20 @@ def test_the_wheel_holds_every_bundled_mode_file(wheel: Path) -> None:
     assert {"pipeline/prompting/mode_files.py", "pipeline/prompting/modes.py"} <= names
 
 
+def test_the_wheel_holds_every_python_module_of_the_source(wheel: Path) -> None:
+    # pyproject lists the packages by name: a new package left out of it installs as nothing.
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    modules = {
+        path.relative_to(REPO).as_posix()
+        for root in ("pipeline", "worker")
+        for path in (REPO / root).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+    assert "worker/storage/sql/store.py" in modules
+    assert sorted(modules - names) == []
+
+
 def test_the_wheel_holds_the_web_uis_templates_and_static_files(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
