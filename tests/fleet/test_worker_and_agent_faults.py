@@ -77,9 +77,13 @@ async def test_a_worker_killed_mid_turn_and_an_agent_killed_lose_and_duplicate_n
             return killed_at, spooled, back_at
 
         agent = asyncio.create_task(agent_fault())
-        # Whichever worker's turn reaches the observer first: arq may hand one worker every
-        # session for a while, so waiting on a given one could outlast the load.
-        killed = await asyncio.to_thread(fleet.kill_worker_mid_turn, timeout_s=20)
+        try:
+            # Whichever worker's turn reaches the observer first: arq may hand one worker
+            # every session for a while, so waiting on a given one could outlast the load.
+            killed = await asyncio.to_thread(fleet.kill_worker_mid_turn, timeout_s=20)
+        except BaseException:
+            agent.cancel()  # not left running into the fleet's teardown
+            raise
         agent_killed_at, spooled_at_kill, agent_back_at = await agent
         result = await load
         settled = await fleet.settle(result, timeout_s=60)

@@ -83,9 +83,9 @@ async def run_failover(
             keys = Keys(fleet.prefix)
             unseen = {e for e in report.lost if not await fleet.redis.exists(keys.seen(e))}
             rejoined = await rejoin
-            switches = cluster.switches()
             exits = [w.index for w in fleet.workers if not w.alive()]
             logs = [_worker_log(fleet, w.index) for w in fleet.workers]
+            switches = cluster.switches()  # after the logs: a later failover counts in both
     finally:
         await asyncio.to_thread(cluster.stop)
     return FailoverRun(

@@ -130,8 +130,10 @@ def build_agent_app(settings: Settings, publisher: AgentPublisher) -> Starlette:
         return PlainTextResponse("ok\n") if stall is None else _line(503, stall)
 
     async def metrics(request: Request) -> Response:
-        # Counts only, no hook content: open like /healthz, for the host's scraper.
-        return Response(publisher.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+        # Counts only, no hook content: open like /healthz, for the host's scraper. In a
+        # thread: the spool's size is read from disk, which may hang (MEMQ_AGENT_STALL_S).
+        text = await asyncio.to_thread(publisher.metrics.render)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

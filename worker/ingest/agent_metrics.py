@@ -22,7 +22,7 @@ SPOOL_REASONS = (
     "behind_spool",  # older events waited in the spool: these go after them, in order
     "durable",  # the hook asked for its events on disk before its answer (?durable=1)
     "stopping",  # the agent was stopping
-    "publish_failed",  # anything else (logged with its traceback)
+    "publish_failed",  # a wrong URL or credentials, or an error memq did not expect (logged)
 )
 
 
@@ -44,7 +44,13 @@ class AgentMetrics:
         )
         self.flushed = Counter(
             "memq_agent_flushed_events",
-            "Spooled events this agent published later",
+            "Spooled events this agent sent to Redis later (those Redis already held included);"
+            " a flush cut off midway counts only once it runs again",
+            registry=self.registry,
+        )
+        self.dropped = Counter(
+            "memq_agent_dropped_events",
+            "Events the spool had no room for (its cap): lost, also in `memq spool status`",
             registry=self.registry,
         )
         self.spool_events = Gauge(

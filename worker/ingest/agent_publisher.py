@@ -247,8 +247,11 @@ class AgentPublisher:
             logger.log(level, "spool not flushed, retrying every %g s: %s", RETRY_S, e)
             return None
         self._flush_failing = False
+        if result is not None:
+            # A duplicate left the spool too: Redis held it already (a publish whose WAIT saw
+            # too few replicas, or whose answer a timeout cut off, had landed).
+            self.metrics.flushed.inc(result.published + result.duplicates)
         if result is not None and result.published:
-            self.metrics.flushed.inc(result.published)
             logger.info("published %d spooled event(s)", result.published)
         if result is not None and result.refused:
             logger.warning("%s; %d event(s) stay spooled", result.refused, result.remaining)
@@ -280,6 +283,7 @@ class AgentPublisher:
         finally:
             self._appending -= 1
         self.metrics.spooled.labels(kind).inc(kept)
+        self.metrics.dropped.inc(len(events) - kept)
         # Every request spools while Redis is away: one line per event would flood the log.
         level = logging.DEBUG if reason == _BEHIND_SPOOL else logging.WARNING
         logger.log(level, "%s: %d event(s) spooled in %s", reason, kept, self.spool.path)

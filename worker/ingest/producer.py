@@ -58,11 +58,12 @@ class PublishNotReplicatedError(RedisUnavailableError):
 
 
 def wait_timeout_ms(client_timeout_ms: int | None) -> int:
-    """How long a publish's WAIT may take: within the client's own timeout (two thirds of it),
-    so that WAIT's answer is read, not cut off as Redis not answering."""
+    """How long a publish's WAIT may take: half the client's own timeout at most, so that its
+    answer is read (the other half is slack for a loaded machine), not cut off as Redis not
+    answering."""
     if not client_timeout_ms:
         return PUBLISH_WAIT_TIMEOUT_MS
-    return max(1, min(PUBLISH_WAIT_TIMEOUT_MS, client_timeout_ms * 2 // 3))
+    return max(1, min(PUBLISH_WAIT_TIMEOUT_MS, client_timeout_ms // 2))
 
 
 def replication_message(events: int, replicas: int, wanted: int, timeout_ms: int) -> str:

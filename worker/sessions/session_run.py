@@ -52,7 +52,11 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
     lease = Lease.taken(rt.redis, rt.keys, session, token, rt.lease_ttl_ms)
     if lease is None:
         # Another run still drives the session (a slow worker): look again after its lease.
-        await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
+        try:
+            await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
+        except _REDIS_LOST as e:  # the sweep schedules it again, as below
+            logger.info("session job could not hand the session on, Redis lost: %s", e)
+            return JobResult.ERROR
         return JobResult.BUSY
     defer_s = 0.0
     result = JobResult.DRAINED

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -180,20 +182,35 @@ async def test_rows_a_killed_worker_had_claimed_are_indexed_by_another_a_minute_
     store = SqliteStore(tmp_path / "memq.db")
     await store.write_batch(batch(obs("A"), obs("B")))
     index = embedded_index(tmp_path)
-    lease_s = SyncPolicy().lease_s  # every worker's
-    assert lease_s == 60  # docs/fleet.md: "wait out the claim (1 minute)"
     now = [1_800_000_000.0]
-    # A worker claims the rows as its sync does, then is killed before it indexes them.
-    claimed_ms = int(now[0] * 1000)
-    jobs = await store.claim_vector_jobs(
-        limit=64, now_ms=claimed_ms, lease_until_ms=claimed_ms + int(lease_s * 1000)
-    )
-    assert len(jobs) == 2
+    # A worker's sync claims the rows, and the worker dies while it embeds them: its index
+    # opener never returns (freed at the end so the thread can go).
+    dying = threading.Event()
+
+    def hung_open() -> VectorIndex:
+        dying.wait(30)
+        raise ConnectionError("the worker was killed")
+
+    killed = VectorSync(store, hung_open, clock=lambda: now[0])
+    task = asyncio.create_task(killed.drain_once())
+    await until(lambda: _claimed(store.path, now[0]) == 2, timeout_s=10)
+    task.cancel()
     other = VectorSync(store, lambda: index, clock=lambda: now[0])
-    now[0] += lease_s - 1
-    assert await other.drain() == 0  # still the killed worker's
-    now[0] += 2
-    assert await other.drain() == 2
+    try:
+        now[0] += 59
+        assert await other.drain() == 0  # still the killed worker's claim
+        now[0] += 2
+        assert await other.drain() == 2  # docs/fleet.md: "wait out the claim (1 minute)"
+    finally:
+        dying.set()
     assert index.count() == 4  # two documents a row
     assert await store.vector_lag() == 0
     await store.aclose()
+
+
+def _claimed(path: Path, now_s: float) -> int:
+    """Rows a sync holds: a claim moves a row's next attempt to the end of its lease."""
+    with sqlite3.connect(path) as conn:
+        query = "SELECT count(*) FROM vector_outbox WHERE next_attempt_at_ms > ?"
+        (n,) = conn.execute(query, (int(now_s * 1000),)).fetchone()
+    return int(n)

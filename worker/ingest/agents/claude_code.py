@@ -63,7 +63,7 @@ decode_payload = PayloadDecoder(ClaudeCodePayload, "Claude Code hook payload")
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime, agent: str = AGENT
 ) -> AgentHook:
-    """One Claude Code hook input as the events it stands for (see the registry)."""
+    """One Claude Code hook input as the events it stands for (`AgentHook`, payload.py)."""
     payload = decode_payload(raw)
     project = project_of(payload.cwd)
     events = events_from_payload(payload, project=project, host=host, now=now, agent=agent)

@@ -39,7 +39,7 @@ _decode = PayloadDecoder(claude_code.ClaudeCodePayload, "Codex hook payload")
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
 ) -> AgentHook:
-    """One Codex hook input as the events it stands for (see the registry)."""
+    """One Codex hook input as the events it stands for (`AgentHook`, payload.py)."""
     payload = _decode(raw)
     rollout = payload.transcript_path
     # Never read as a Claude transcript: a rollout's lines are not Claude's.

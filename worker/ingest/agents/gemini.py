@@ -90,7 +90,7 @@ decode_payload = PayloadDecoder(GeminiPayload, "Gemini CLI hook payload")
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
 ) -> AgentHook:
-    """One Gemini CLI hook input as the events it stands for (see the registry)."""
+    """One Gemini CLI hook input as the events it stands for (`AgentHook`, payload.py)."""
     payload = decode_payload(raw)
     project = project_of(payload.cwd)
     events = events_from_payload(payload, project=project, host=host, now=now)

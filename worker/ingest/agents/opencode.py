@@ -73,7 +73,7 @@ decode_payload = PayloadDecoder(OpenCodePayload, "OpenCode plugin payload")
 def read_hook(
     raw: bytes, *, project_of: Callable[[str], str], host: str, now: datetime
 ) -> AgentHook:
-    """One plugin event as the events it stands for (see the registry)."""
+    """One plugin event as the events it stands for (`AgentHook`, payload.py)."""
     payload = decode_payload(raw)
     cwd = payload.directory or payload.worktree
     project = project_of(cwd)
