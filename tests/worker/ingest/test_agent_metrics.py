@@ -3,6 +3,7 @@ later, and what waits in the spool now, against a real redis-server."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import httpx
@@ -13,6 +14,7 @@ from tests.support.hook_agent import KINDS, agent_settings, eventually, payload,
 from tests.support.redis_server import RedisServer
 from worker.ingest.agent import HOOK_PATH
 from worker.ingest.agent_metrics import SPOOL_REASONS
+from worker.ingest.relay import RELAY_QUERY, TARGET_HEADER, target
 
 pytestmark = pytest.mark.slow  # runs uvicorn and redis-server processes
 
@@ -109,3 +111,27 @@ async def test_publishes_too_few_replicas_confirmed_are_counted_as_not_replicate
     assert now[_spooled("not_replicated")] >= 1
     assert now["memq_agent_published_events_total"] == 0
     assert now["memq_agent_spool_events"] == EVENTS
+
+
+async def test_a_relayed_hook_is_counted_as_durable_then_flushed(tmp_path: Path) -> None:
+    # The command hook's relay: answered once its events are on disk, then flushed.
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        async with running_agent(agent_settings(tmp_path / "data", server.url)) as client:
+            answer = await client.post(
+                f"{HOOK_PATH}?{RELAY_QUERY}",
+                content=payload("post_tool_use.json", session_id="m3"),
+                headers={TARGET_HEADER: target(os.environ)},
+            )
+            assert answer.status_code == 200
+            assert (await _samples(client))[_spooled("durable")] == 1  # on disk at the answer
+
+            async def flushed() -> bool:
+                return (await _samples(client))["memq_agent_flushed_events_total"] == 1
+
+            await eventually(flushed)
+            now = await _samples(client)
+    finally:
+        server.stop()
+    assert now["memq_agent_published_events_total"] == 0  # it went through the spool
+    assert now["memq_agent_spool_events"] == 0

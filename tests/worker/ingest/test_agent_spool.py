@@ -110,6 +110,9 @@ async def test_past_the_queue_bound_requests_spool_instead_of_waiting(tmp_path: 
     await publisher.submit(events[1:])  # the queue is full: spooled at once
     spooled = Spool(tmp_path / "spool", 1 << 30).status().events
     assert spooled == 1
+    registry = publisher.metrics.registry  # what /metrics shows
+    sample = registry.get_sample_value("memq_agent_spooled_events_total", {"reason": "queue_full"})
+    assert sample == 1
 
 
 async def _spool_empty(spool: Spool) -> bool:
