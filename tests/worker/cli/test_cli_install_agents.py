@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ import pytest
 from tests.support.agent_bins import agent_binary
 from tests.support.agent_settings import AGENTS, memq, temp_home, write_user_files
 from tests.support.ingest import console_script
+from worker.connect.managed_redis import ManagedRedis
 
 pytestmark = pytest.mark.slow  # each starts a real agent binary (1-10 s)
 
@@ -35,11 +37,16 @@ def _fix_bins() -> dict[str, Path]:
 
 
 @pytest.fixture(name="home")
-def _fix_home(bins: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _fix_home(
+    bins: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     # `bins` first: the binaries are found under the real HOME, before this test's replaces it
     home = temp_home(tmp_path, monkeypatch)
     (home / "webapp").mkdir()
-    return home
+    yield home
+    # An agent that checks its MCP servers starts `memq mcp`, which starts the data dir's
+    # managed Redis; that one outlives its starter by design: stopped here, not leaked.
+    ManagedRedis(home / ".local/share/memq").stop()
 
 
 def run_agent(binary: Path, home: Path, *args: str) -> str:
