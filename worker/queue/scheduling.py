@@ -33,8 +33,19 @@ JOB_FUNCTION = "observe_session"
 
 
 def job_serializer(data: dict[str, Any]) -> bytes:
-    """arq job serializer (msgpack): also used by the producer, so both sides agree."""
-    return msgspec.msgpack.encode(data)
+    """arq job serializer (msgpack): also used by the producer, so both sides agree.
+
+    A failed job's result is an exception (arq's `JobExecutionFailed('job expired')` for a
+    job whose key a failover lost): it is stored as its one-line text, where msgpack alone
+    failed and arq logged a traceback for it.
+    """
+    return msgspec.msgpack.encode(data, enc_hook=_as_text)
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    raise NotImplementedError(f"a job holds a {type(value).__name__}, which msgpack cannot hold")
 
 
 def job_deserializer(raw: bytes) -> dict[str, Any]:
