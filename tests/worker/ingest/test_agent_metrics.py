@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.hook_agent import KINDS, agent_settings, eventually, payload, running_agent
+from tests.support.metric_samples import metric_samples
 from tests.support.redis_server import RedisServer
 from worker.ingest.agent import HOOK_PATH
 from worker.ingest.agent_metrics import SPOOL_REASONS
@@ -25,16 +25,16 @@ ADDED = len(KINDS)
 
 
 async def _samples(client: httpx.AsyncClient) -> dict[str, float]:
+    """The agent's /metrics, keyed as Prometheus prints a sample: `name{label="value"}`."""
     answer = await client.get("/metrics")
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain")
-    samples: dict[str, float] = {}
-    for family in text_string_to_metric_families(answer.text):
-        for s in family.samples:
-            if s.name.startswith("memq_agent_") and not s.name.endswith("_created"):
-                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
-                samples[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
-    return samples
+    return {_key(name, labels): v for (name, labels), v in metric_samples(answer.text).items()}
+
+
+def _key(name: str, labels: tuple[tuple[str, str], ...]) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in labels)
+    return f"{name}{{{inner}}}" if labels else name
 
 
 async def _post_all(client: httpx.AsyncClient, session: str = "m1") -> None:

@@ -18,7 +18,6 @@ import pytest
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from pipeline.events import encode_event
@@ -27,6 +26,7 @@ from pipeline.outcomes import Outcome, TurnResult
 from pipeline.prompting.conversation import Exchange, ObserverState
 from tests.support.fake_observer import FakeObserver
 from tests.support.ingest import closed_port_url, subprocess_env
+from tests.support.metric_samples import metric_samples, metric_value
 from tests.support.ports import free_port, wait_for_port
 from tests.support.redis_server import RedisServer
 from tests.support.worker_harness import drain, make_settings, prompt, publish, tool_call
@@ -42,8 +42,6 @@ from worker.storage.records import BatchWrite, ObservationRow
 from worker.storage.sqlite.store import SqliteStore
 from worker.telemetry.counters import Counters
 from worker.telemetry.metrics import Metrics
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _settings(tmp_path: Path, redis_url: str) -> Settings:
@@ -71,18 +69,6 @@ async def _raw(url: str, request: bytes) -> bytes:
     writer.close()
     await writer.wait_closed()
     return reply
-
-
-def _samples(text: str) -> Samples:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def _value(samples: Samples, name: str, **labels: str) -> float:
-    return samples[(name, tuple(sorted(labels.items())))]
 
 
 HealthFactory = Callable[[aioredis.Redis, SqliteStore, Metrics], AbstractAsyncContextManager[str]]
@@ -169,7 +155,7 @@ async def test_metrics_show_every_outcome_counted_in_redis(
     async with health(redis, SqliteStore(tmp_path / "memq.db"), metrics) as url:
         status, text = await _get(f"{url}/metrics")
     assert status == 200
-    samples = _samples(text)
+    samples = metric_samples(text)
     in_redis = await counters.outcomes()
     for outcome in COUNTED_NAMES:
         series = {
@@ -182,10 +168,10 @@ async def test_metrics_show_every_outcome_counted_in_redis(
             category = dict(labels)["category"]
             if category:
                 assert value == in_redis[f"{outcome}:{category}"]
-    assert _value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
+    assert metric_value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
     tokens = await counters.tokens()
     for kind in ("input", "cached_input", "output"):
-        assert _value(samples, "memq_tokens_total", kind=kind) == tokens[kind]
+        assert metric_value(samples, "memq_tokens_total", kind=kind) == tokens[kind]
 
 
 async def test_metrics_gauges_read_streams_pauses_dead_letters_and_vector_lag(
@@ -208,14 +194,14 @@ async def test_metrics_gauges_read_streams_pauses_dead_letters_and_vector_lag(
     async with health(arq_redis, store, Metrics()) as url:
         status, text = await _get(f"{url}/metrics")
     assert status == 200
-    samples = _samples(text)
-    assert _value(samples, "memq_stream_pending") == 3
-    assert 0.5 <= _value(samples, "memq_stream_oldest_pending_seconds") < 60
-    assert _value(samples, "memq_paused_providers", provider="openai") == 1
-    assert _value(samples, "memq_paused_providers", provider="anthropic") == 0
-    assert _value(samples, "memq_dead_letters") == 1
-    assert _value(samples, "memq_vector_lag") == 2
-    assert _value(samples, "memq_silent_sessions") == 0
+    samples = metric_samples(text)
+    assert metric_value(samples, "memq_stream_pending") == 3
+    assert 0.5 <= metric_value(samples, "memq_stream_oldest_pending_seconds") < 60
+    assert metric_value(samples, "memq_paused_providers", provider="openai") == 1
+    assert metric_value(samples, "memq_paused_providers", provider="anthropic") == 0
+    assert metric_value(samples, "memq_dead_letters") == 1
+    assert metric_value(samples, "memq_vector_lag") == 2
+    assert metric_value(samples, "memq_silent_sessions") == 0
 
 
 READINESS = [
@@ -268,7 +254,12 @@ async def test_readyz_turns_503_while_redis_is_stopped_and_the_server_keeps_answ
             assert await _get(f"{url}/healthz") == (200, "ok\n")
             status, text = await _get(f"{url}/metrics")
             assert status == 200
-            assert _value(_samples(text), "memq_outcomes_total", outcome="stored", category="") == 2
+            assert (
+                metric_value(
+                    metric_samples(text), "memq_outcomes_total", outcome="stored", category=""
+                )
+                == 2
+            )
             server.start()
             deadline = time.monotonic() + 10
             while (await _get(f"{url}/readyz"))[0] != 200:
@@ -369,22 +360,23 @@ async def test_a_real_worker_run_feeds_events_batches_latency_tokens_and_dedupe(
         await close_runtime(rt)
     async with health(arq_redis, SqliteStore(settings.data_path / "memq.db"), metrics) as url:
         _, text = await _get(f"{url}/metrics")
-    samples = _samples(text)
+    samples = metric_samples(text)
     in_redis = await rt.counters.outcomes()
     assert in_redis["deduplicated"] == 1  # s2's two identical calls
-    assert _value(samples, "memq_events_total") == 6
-    assert _value(samples, "memq_batch_size_sum") == 5
-    assert _value(samples, "memq_batch_size_count") == 2  # one observer turn per session
+    assert metric_value(samples, "memq_events_total") == 6
+    assert metric_value(samples, "memq_batch_size_sum") == 5
+    assert metric_value(samples, "memq_batch_size_count") == 2  # one observer turn per session
     calls = len(fake_observer.requests)
-    assert _value(samples, "memq_observer_latency_seconds_count") == calls
+    assert metric_value(samples, "memq_observer_latency_seconds_count") == calls
     assert (
-        _value(samples, "memq_outcomes_total", outcome="stored", category="") == in_redis["stored"]
+        metric_value(samples, "memq_outcomes_total", outcome="stored", category="")
+        == in_redis["stored"]
     )
-    assert _value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
+    assert metric_value(samples, "memq_dedupe_hits_total") == in_redis["deduplicated"]
     tokens = await rt.counters.tokens()
     assert tokens["input"] > 0
-    assert _value(samples, "memq_tokens_total", kind="input") == tokens["input"]
-    assert _value(samples, "memq_stream_pending") == 0
+    assert metric_value(samples, "memq_tokens_total", kind="input") == tokens["input"]
+    assert metric_value(samples, "memq_stream_pending") == 0
 
 
 TURNS = [
@@ -404,9 +396,9 @@ def test_finished_turns_count_their_events_and_observer_batches(
 ) -> None:
     metrics = Metrics()
     metrics.finish_turn(result, events)
-    samples = _samples(metrics.render().decode())
-    assert _value(samples, "memq_events_total") == counted
-    assert _value(samples, "memq_batch_size_count") == batches
+    samples = metric_samples(metrics.render().decode())
+    assert metric_value(samples, "memq_events_total") == counted
+    assert metric_value(samples, "memq_batch_size_count") == batches
 
 
 @pytest.mark.slow
@@ -426,7 +418,9 @@ async def test_memq_worker_with_metrics_port_answers_probes_and_stops_on_sigterm
         assert await _get(f"{url}/readyz") == (200, "ready\n")
         status, text = await _get(f"{url}/metrics")
         assert status == 200
-        assert ("memq_outcomes_total", (("category", ""), ("outcome", "stored"))) in _samples(text)
+        assert ("memq_outcomes_total", (("category", ""), ("outcome", "stored"))) in metric_samples(
+            text
+        )
         worker.signal(signal.SIGTERM)
         assert await asyncio.to_thread(worker.wait, 40) == 0
         assert f"metrics and health on http://127.0.0.1:{port}/metrics" in worker.log()
