@@ -130,6 +130,8 @@ class Producer:
 
         results: list[PublishResult] = []
         script = self._scheduler.publish_script
+        wanted = self.settings.publish_wait_replicas
+        wait_ms = wait_timeout_ms(self._timeout_ms)
         for chunk in _chunks(events):
             pipe = self.redis.pipeline(transaction=False)
             for prepared in chunk:
@@ -137,8 +139,6 @@ class Producer:
                     self._keys, self.settings, prepared.event, prepared.raw
                 )
                 await script(keys=keys, args=args, client=pipe)
-            wanted = self.settings.publish_wait_replicas
-            wait_ms = wait_timeout_ms(self._timeout_ms)
             if wanted:
                 pipe.execute_command("WAIT", wanted, wait_ms)
             try:
@@ -205,13 +205,13 @@ class SyncProducer:
     def publish_many(self, events: Iterable[PreparedEvent]) -> list[PublishResult]:
         """Publish events in order, pipelined; PublishRefusedError if any was refused."""
         results: list[PublishResult] = []
+        wanted = self.settings.publish_wait_replicas
+        wait_ms = wait_timeout_ms(self.client.timeout_ms)
         for chunk in _chunks(events):
             commands: list[list[Any]] = []
             if not self._script_loaded:
                 commands.append(["SCRIPT", "LOAD", PUBLISH_LUA])
             commands.extend(self._command(p) for p in chunk)
-            wanted = self.settings.publish_wait_replicas
-            wait_ms = wait_timeout_ms(self.client.timeout_ms)
             if wanted:
                 commands.append(["WAIT", wanted, wait_ms])
             replies = self.client.pipeline(commands)

@@ -15,8 +15,6 @@ from arq import Worker, cron
 from arq.connections import ArqRedis
 from arq.typing import WorkerCoroutine
 from arq.worker import Function, func
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from pipeline.prompting.mode_files import load_mode
 from worker.keys import Keys
@@ -27,7 +25,7 @@ from worker.queue.scheduling import JOB_FUNCTION, job_deserializer, job_serializ
 from worker.redis_text import as_text
 from worker.search.vector_sync import BackgroundSync, start_vector_sync
 from worker.sessions.runtime import Runtime, runtime_from
-from worker.sessions.session_run import observe
+from worker.sessions.session_run import REDIS_LOST, observe
 from worker.settings import Settings
 from worker.storage.factory import open_store
 from worker.storage.protocol import StoreError
@@ -66,7 +64,7 @@ async def sweep_sessions(ctx: dict[str, Any]) -> int:
                 scheduled += 1
                 with session_context(session):
                     logger.info("sweep scheduled a stranded session")
-    except (RedisConnectionError, RedisTimeoutError) as e:
+    except REDIS_LOST as e:
         # A failover or restart mid-sweep: the next sweep, SWEEP_EVERY_S later, goes on.
         logger.info("sweep cut off, Redis lost: %s", e)
         return scheduled

@@ -29,7 +29,7 @@ from worker.storage.protocol import StoreError, StoreUnavailableError
 logger = logging.getLogger(__name__)
 
 # A command cut off by a failover or a restart (the pool said so once); a job meets it anywhere.
-_REDIS_LOST = (RedisConnectionError, RedisTimeoutError)
+REDIS_LOST = (RedisConnectionError, RedisTimeoutError)
 _JOB_ERRORS = "job-errors"  # a field of the attempts hash, next to the per-turn counts
 # A session waiting for an unreachable store looks again this often at least (a look costs a
 # refused connection): the backlog restarts within seconds of the store's return.
@@ -44,7 +44,7 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
     rt.states.queue_load(pipe, session)
     try:
         token, raw_state = await pipe.execute()
-    except _REDIS_LOST as e:
+    except REDIS_LOST as e:
         # A failover or restart cut the first round trip off: the entries stay pending and
         # the sweep schedules the session again (its job is gone), so one line, no traceback.
         logger.info("session job cut off before it began, Redis lost: %s", e)
@@ -54,7 +54,7 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
         # Another run still drives the session (a slow worker): look again after its lease.
         try:
             await rt.scheduler.release(session, job_id, defer_ms=rt.lease_ttl_ms, force=True)
-        except _REDIS_LOST as e:  # the sweep schedules it again, as below
+        except REDIS_LOST as e:  # the sweep schedules it again, as below
             logger.info("session job could not hand the session on, Redis lost: %s", e)
             return JobResult.ERROR
         return JobResult.BUSY
@@ -80,7 +80,7 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
     except Exception as e:
         # Storage down, a Redis blip, a bug: the entries stay pending for a later job. Without
         # a delay the hand-off below re-ran the job at once, hundreds of times a second.
-        if isinstance(e, _REDIS_LOST):  # a failover, a restart:
+        if isinstance(e, REDIS_LOST):  # a failover, a restart:
             logger.info("session job cut off, Redis lost: %s", e)  # said once by the pool
         else:
             logger.exception("session job failed: %s", e)
@@ -93,7 +93,7 @@ async def observe(rt: Runtime, session: str, job_id: str) -> JobResult:
     finally:
         try:
             await _release(rt, session, job_id, lease, defer_s, waiting_after)
-        except _REDIS_LOST as e:
+        except REDIS_LOST as e:
             # The lease expires by itself and the sweep schedules the session again.
             logger.info("session job could not hand the session on, Redis lost: %s", e)
             result = JobResult.ERROR
